@@ -1,0 +1,1 @@
+"""The MultiKueue admission check: worker clusters, remote clients, dispatcher, GC."""

@@ -1,0 +1,1 @@
+"""The ``multikueue`` command line (also installed as ``kubectl-multikueue``)."""

@@ -1,0 +1,143 @@
+"""``multikueue dev``: build the Kubernetes binaries and run local clusters."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from kubernetes import config as kube_config
+
+from multikueue.dev.binaries import KUBERNETES_VERSION, KWOK_VERSION, ensure_binaries
+from multikueue.dev import wiring
+from multikueue.dev.errors import DevEnvironmentError
+from multikueue.dev.clusterset import DEFAULT_BASE_PORT, ClusterSet, ClusterSetOptions
+
+
+def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    dev = commands.add_parser("dev", help="local Kubernetes control planes for development, demos and tests")
+    sub = dev.add_subparsers(dest="dev_command", metavar="COMMAND")
+    sub.required = True
+
+    build = sub.add_parser(
+        "build",
+        help=f"build etcd/kube-apiserver/controller-manager/scheduler {KUBERNETES_VERSION} and kwok {KWOK_VERSION}",
+    )
+    build.add_argument("--rebuild", action="store_true", help="rebuild even if cached")
+    build.set_defaults(handler=_build)
+
+    clusters = sub.add_parser("clusters", help="start, stop or inspect a manager and its workers")
+    csub = clusters.add_subparsers(dest="clusters_command", metavar="COMMAND")
+    csub.required = True
+
+    up = csub.add_parser("up", help="start a manager and N workers, install CRDs, wire the workers")
+    _name(up)
+    up.add_argument("--workers", type=int, default=2, help="number of worker clusters (default 2)")
+    up.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, help=f"first port (default {DEFAULT_BASE_PORT})")
+    up.add_argument(
+        "--apiserver-only",
+        action="store_true",
+        help="only etcd + kube-apiserver (no controller-manager, scheduler or kwok)",
+    )
+    up.add_argument("--nodes", type=int, default=2, help="kwok fake nodes per cluster (default 2)")
+    up.set_defaults(handler=_up)
+
+    down = csub.add_parser("down", help="stop every process of the clusters")
+    _name(down)
+    down.set_defaults(handler=_down)
+
+    wire = sub.add_parser(
+        "wire",
+        help="connect existing clusters (e.g. kind): CRDs everywhere, worker access, Secrets and MultiKueueClusters",
+    )
+    wire.add_argument("--manager", required=True, type=Path, help="admin kubeconfig of the manager")
+    wire.add_argument(
+        "--worker",
+        action="append",
+        required=True,
+        metavar="NAME=KUBECONFIG[@SERVER]",
+        help="a worker's name and admin kubeconfig; @SERVER overrides the address the manager uses",
+    )
+    wire.set_defaults(handler=_wire)
+
+    status = csub.add_parser("status", help="which clusters and processes are running")
+    _name(status)
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    status.set_defaults(handler=_status)
+
+
+def _name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default="dev", help="name of the cluster set (default dev)")
+
+
+def _build(args: argparse.Namespace) -> int:
+    report = ensure_binaries(rebuild=args.rebuild)
+    if report.built:
+        print(f"built {', '.join(report.built)} in {report.seconds:.1f}s")
+    else:
+        print("binaries already built")
+    print(f"control plane: {report.binaries.controlplane}")
+    print(f"kwok:          {report.binaries.kwok}")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    options = ClusterSetOptions(
+        name=args.name,
+        workers=args.workers,
+        full=not args.apiserver_only,
+        base_port=args.base_port,
+        fake_nodes=args.nodes,
+    )
+    clusters = ClusterSet.plan(options)
+    started = time.monotonic()
+    clusters.up(options)
+    print(f"local clusters {args.name!r} are up in {time.monotonic() - started:.1f}s:")
+    for row in clusters.status():
+        print(f"  {row['cluster']:<10} {row['server']:<26} kubeconfig: {row['kubeconfig']}")
+    print(f"  try: kubectl --kubeconfig {clusters.manager.kubeconfig_path} get multikueueclusters")
+    print("  stop: multikueue dev clusters down" + ("" if args.name == "dev" else f" --name {args.name}"))
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    clusters = ClusterSet.load(args.name)
+    clusters.down()
+    print(f"local clusters {args.name!r} stopped")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    clusters = ClusterSet.load(args.name)
+    rows = clusters.status()
+    if args.output == "json":
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+    else:
+        for row in rows:
+            state = "running" if row["healthy"] else "DEGRADED"
+            print(f"{row['cluster']:<10} {state:<9} {row['server']}")
+            for proc, alive in row["processes"].items():
+                print(f"    {proc:<34} {'up' if alive else 'down'}")
+    return 0 if all(r["healthy"] for r in rows) else 1
+
+
+def _parse_worker(spec: str) -> wiring.WorkerEndpoint:
+    name, sep, rest = spec.partition("=")
+    if not sep or not name or not rest:
+        raise DevEnvironmentError(f"--worker {spec!r} is not NAME=KUBECONFIG[@SERVER]")
+    path, _, server = rest.partition("@")
+    return wiring.endpoint_from_kubeconfig(name, Path(path), server or None)
+
+
+def _wire(args: argparse.Namespace) -> int:
+    workers = [_parse_worker(spec) for spec in args.worker]
+    manager = kube_config.new_client_from_config(config_file=str(args.manager))
+    crds = wiring.project_crds()
+    for api in [manager, *(w.admin_api for w in workers)]:
+        wiring.install_crds(api, crds)
+    for access in wiring.connect_workers(manager, workers):
+        print(f"worker {access.cluster_name}: Secret kueue-system/{access.secret_name}, MultiKueueCluster {access.cluster_name}")
+    return 0

@@ -1,0 +1,1 @@
+"""Development tooling: local Kubernetes control planes for demos and tests."""

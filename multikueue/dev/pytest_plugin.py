@@ -1,0 +1,141 @@
+"""pytest fixtures that run tests against real local clusters.
+
+Loaded with ``-p multikueue.dev.pytest_plugin`` (see ``pyproject.toml``), so
+``tests/`` and ``e2e/`` share one definition of the clusters:
+
+- ``integration_clusters``: a manager and two workers, etcd + kube-apiserver
+  only, started once per session;
+- ``e2e_clusters``: a manager and two full workers (controller-manager,
+  scheduler, kwok), started once per session;
+- ``upstream_crd_cluster``: one apiserver with upstream Kueue's CRDs from
+  ``../shared/reference``, for compatibility tests;
+- ``namespace``: a fresh namespace created on the manager and every worker.
+
+Clusters take free loopback ports, live under pytest's temporary folder and are
+stopped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from multikueue.dev import wiring
+from multikueue.dev.binaries import ensure_binaries
+from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
+from multikueue.dev.localcluster import PORTS_PER_CLUSTER
+from multikueue.dev.paths import source_checkout
+from multikueue.dev.process import port_in_use
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--clusters",
+        choices=["local", "kind"],
+        default="local",
+        help="e2e clusters: local control planes (default) or kind clusters from kind-configs/up.sh",
+    )
+
+
+def free_base_port(clusters: int) -> int:
+    """A base port whose whole range of cluster ports is free right now."""
+    span = clusters * PORTS_PER_CLUSTER
+    for _ in range(200):
+        base = random.randrange(30000, 60000 - span, PORTS_PER_CLUSTER)
+        if not any(port_in_use(p) for p in range(base, base + span)):
+            return base
+    raise RuntimeError("no free range of loopback ports found")
+
+
+def reference_dir() -> Path:
+    """``../shared/reference`` beside the checkout: upstream CRDs and examples (test data)."""
+    path = source_checkout().parent / "shared" / "reference"
+    if not path.is_dir():
+        pytest.fail(f"upstream reference data not found at {path}; the compatibility tests need ../shared beside the checkout")
+    return path
+
+
+@dataclass
+class Clusters:
+    """API clients of a running set, for tests."""
+
+    set: ClusterSet
+
+    @property
+    def manager(self) -> client.ApiClient:
+        return self.set.api(self.set.manager)
+
+    def worker(self, index: int) -> client.ApiClient:
+        return self.set.api(self.set.workers[index - 1])
+
+    @property
+    def all(self) -> list[client.ApiClient]:
+        return [self.set.api(c) for c in self.set.clusters]
+
+
+def _start(tmp: Path, name: str, options: ClusterSetOptions) -> ClusterSet:
+    binaries = ensure_binaries().binaries
+    options = dataclasses.replace(
+        options, name=name, base_port=free_base_port(options.workers + 1), directory=tmp / name
+    )
+    clusters = ClusterSet.plan(options)
+    clusters.up(options, binaries)
+    return clusters
+
+
+@pytest.fixture(scope="session")
+def integration_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    clusters = _start(tmp_path_factory.mktemp("clusters"), "integration", ClusterSetOptions(workers=2, full=False))
+    try:
+        yield Clusters(clusters)
+    finally:
+        clusters.down()
+
+
+@pytest.fixture(scope="session")
+def e2e_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    if request.config.getoption("--clusters") == "kind":
+        yield Clusters(ClusterSet.load("kind", source_checkout() / "kind-configs" / ".state"))
+        return
+    clusters = _start(tmp_path_factory.mktemp("clusters"), "e2e", ClusterSetOptions(workers=2, full=True))
+    try:
+        yield Clusters(clusters)
+    finally:
+        clusters.down()
+
+
+@pytest.fixture(scope="session")
+def upstream_crd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
+    """An apiserver with upstream Kueue's v1beta2 CRDs instead of ours."""
+    crds = wiring.load_documents(reference_dir() / "kueue-v1beta2-crds")
+    clusters = _start(
+        tmp_path_factory.mktemp("clusters"), "upstream", ClusterSetOptions(workers=0, full=False, wire=False, install_crds=False)
+    )
+    try:
+        api = clusters.api(clusters.manager)
+        wiring.install_crds(api, crds)
+        yield api
+    finally:
+        clusters.down()
+
+
+def _create_namespace(api: client.ApiClient, name: str) -> None:
+    client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A fresh namespace on the manager and every worker of the set the test uses."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    fixture = "e2e_clusters" if request.node.get_closest_marker("e2e") else "integration_clusters"
+    clusters: Clusters = request.getfixturevalue(fixture)
+    for api in clusters.all:
+        _create_namespace(api, name)
+    return name

@@ -1,0 +1,1 @@
+"""Logs, metrics and events: how the controller tells people what it does."""

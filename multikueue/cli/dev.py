@@ -10,10 +10,10 @@ from pathlib import Path
 
 from kubernetes import config as kube_config
 
-from multikueue.dev.binaries import KUBERNETES_VERSION, KWOK_VERSION, ensure_binaries
 from multikueue.dev import wiring
-from multikueue.dev.errors import DevEnvironmentError
+from multikueue.dev.binaries import KUBERNETES_VERSION, KWOK_VERSION, ensure_binaries
 from multikueue.dev.clusterset import DEFAULT_BASE_PORT, ClusterSet, ClusterSetOptions
+from multikueue.dev.errors import DevEnvironmentError
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,6 +48,11 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     _name(down)
     down.set_defaults(handler=_down)
 
+    status = csub.add_parser("status", help="which clusters and processes are running")
+    _name(status)
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    status.set_defaults(handler=_status)
+
     wire = sub.add_parser(
         "wire",
         help="connect existing clusters (e.g. kind): CRDs everywhere, worker access, Secrets and MultiKueueClusters",
@@ -61,11 +66,6 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         help="a worker's name and admin kubeconfig; @SERVER overrides the address the manager uses",
     )
     wire.set_defaults(handler=_wire)
-
-    status = csub.add_parser("status", help="which clusters and processes are running")
-    _name(status)
-    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
-    status.set_defaults(handler=_status)
 
 
 def _name(parser: argparse.ArgumentParser) -> None:

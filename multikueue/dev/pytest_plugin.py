@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
 from multikueue.dev import wiring
 from multikueue.dev.binaries import ensure_binaries
@@ -62,22 +62,35 @@ def reference_dir() -> Path:
     return path
 
 
-@dataclass
+@dataclass(frozen=True)
 class Clusters:
-    """API clients of a running set, for tests."""
+    """The clusters a test talks to: admin kubeconfigs, manager first, then the workers."""
 
-    set: ClusterSet
+    kubeconfigs: list[Path]
+
+    @classmethod
+    def of(cls, clusters: ClusterSet) -> "Clusters":
+        return cls([c.kubeconfig_path for c in clusters.clusters])
+
+    @staticmethod
+    def _api(path: Path) -> client.ApiClient:
+        return config.new_client_from_config(config_file=str(path))
 
     @property
     def manager(self) -> client.ApiClient:
-        return self.set.api(self.set.manager)
+        return self._api(self.kubeconfigs[0])
 
     def worker(self, index: int) -> client.ApiClient:
-        return self.set.api(self.set.workers[index - 1])
+        """Worker ``index``, counting from 1 like the cluster names."""
+        return self._api(self.kubeconfigs[index])
+
+    def server(self, index: int) -> str:
+        """The address of cluster ``index`` (0 is the manager) as its kubeconfig gives it."""
+        return str(self.worker(index).configuration.host)
 
     @property
     def all(self) -> list[client.ApiClient]:
-        return [self.set.api(c) for c in self.set.clusters]
+        return [self._api(p) for p in self.kubeconfigs]
 
 
 def _start(tmp: Path, name: str, options: ClusterSetOptions) -> ClusterSet:
@@ -94,7 +107,7 @@ def _start(tmp: Path, name: str, options: ClusterSetOptions) -> ClusterSet:
 def integration_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     clusters = _start(tmp_path_factory.mktemp("clusters"), "integration", ClusterSetOptions(workers=2, full=False))
     try:
-        yield Clusters(clusters)
+        yield Clusters.of(clusters)
     finally:
         clusters.down()
 
@@ -102,11 +115,15 @@ def integration_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
 @pytest.fixture(scope="session")
 def e2e_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     if request.config.getoption("--clusters") == "kind":
-        yield Clusters(ClusterSet.load("kind", source_checkout() / "kind-configs" / ".state"))
+        state = source_checkout() / "kind-configs" / ".state"
+        paths = [state / f"{name}.kubeconfig" for name in ("manager", "worker1", "worker2")]
+        if not all(p.exists() for p in paths):
+            pytest.fail(f"--clusters kind: kubeconfigs not found in {state}; run kind-configs/up.sh first")
+        yield Clusters(paths)
         return
     clusters = _start(tmp_path_factory.mktemp("clusters"), "e2e", ClusterSetOptions(workers=2, full=True))
     try:
-        yield Clusters(clusters)
+        yield Clusters.of(clusters)
     finally:
         clusters.down()
 

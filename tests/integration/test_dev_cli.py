@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -10,6 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from kubernetes import client, config
+
+from multikueue.admissioncheck.kubeconfig import validate_kubeconfig
 
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.pytest_plugin import free_base_port
@@ -69,6 +73,20 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
         )
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.split() == ["multikueuecluster.kueue.x-k8s.io/worker1", "multikueuecluster.kueue.x-k8s.io/worker2"]
+
+    # `dev wire` connects clusters it did not start (kind's, for instance) the same way.
+    worker1_kubeconfig = cache / "clusters" / "clitest" / "worker1" / "kubeconfig"
+    wired = cli(
+        "dev", "wire", "--manager", str(manager_kubeconfig), "--worker", f"extra1={worker1_kubeconfig}", env=env
+    )
+    assert wired.returncode == 0, wired.stderr
+    assert "worker extra1: Secret kueue-system/extra1-secret, MultiKueueCluster extra1" in wired.stdout
+    manager = config.new_client_from_config(config_file=str(manager_kubeconfig))
+    secret = client.CoreV1Api(manager).read_namespaced_secret("extra1-secret", "kueue-system")
+    valid = validate_kubeconfig(base64.b64decode(secret.data["kubeconfig"]))
+    assert valid.server == f"https://127.0.0.1:{base + 10}"
+    bad = cli("dev", "wire", "--manager", str(manager_kubeconfig), "--worker", f"x={tmp_path / 'missing'}", env=env)
+    assert bad.returncode == 1 and "cannot read the kubeconfig of worker 'x'" in bad.stderr
 
     down = cli("dev", "clusters", "down", "--name", "clitest", env=env)
     assert down.returncode == 0, down.stderr

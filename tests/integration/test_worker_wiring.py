@@ -44,7 +44,7 @@ def test_worker_secret_reaches_its_worker_with_needed_rights(
 ) -> None:
     text = worker_secret_kubeconfig(integration_clusters, f"worker{index}")
     valid = validate_kubeconfig(text)  # raises on exec plugins, files, insecure TLS
-    assert valid.server == integration_clusters.set.workers[index - 1].server
+    assert valid.server == integration_clusters.server(index)
     remote = config.new_client_from_config_dict(valid.document)
     # It is the worker (not the manager) that answers: the namespace exists there with its uid.
     worker_ns = client.CoreV1Api(integration_clusters.worker(index)).read_namespace(namespace)

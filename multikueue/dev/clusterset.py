@@ -165,7 +165,12 @@ class ClusterSet:
             ]
             wiring.connect_workers(self.api(self.manager), endpoints)
         if options.full:
-            _parallel(lambda c: nodes.create_fake_nodes(self.api(c), options.fake_nodes), self.clusters)
+            _parallel(
+                lambda c: nodes.wait_nodes_schedulable(
+                    self.api(c), nodes.create_fake_nodes(self.api(c), options.fake_nodes)
+                ),
+                self.clusters,
+            )
             _parallel(lambda c: nodes.wait_default_service_account(self.api(c)), self.clusters)
         self.timings["ready"] = time.monotonic() - t0
 

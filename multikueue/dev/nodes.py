@@ -71,3 +71,30 @@ def wait_default_service_account(api: client.ApiClient, timeout: float = 60) -> 
                 "is kube-controller-manager running? See its log in the cluster folder."
             )
         time.sleep(0.2)
+
+
+def wait_nodes_schedulable(api: client.ApiClient, names: list[str], timeout: float = 60) -> None:
+    """Wait until kwok reports the nodes Ready and the not-ready taint is gone.
+
+    The apiserver taints new nodes ``node.kubernetes.io/not-ready`` until the
+    node lifecycle controller sees them Ready; a Job submitted before that has
+    its pods backed off by the scheduler for a while.
+    """
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = []
+        for name in names:
+            node = core.read_node(name)
+            ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+            tainted = any(t.key == "node.kubernetes.io/not-ready" for t in (node.spec.taints or []))
+            if not ready or tainted:
+                pending.append(name)
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise DevEnvironmentError(
+                f"nodes {', '.join(pending)} not schedulable after {timeout:.0f}s: are kwok and "
+                "kube-controller-manager running? See their logs in the cluster folder."
+            )
+        time.sleep(0.2)

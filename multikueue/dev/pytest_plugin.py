@@ -30,6 +30,7 @@ from kubernetes import client, config
 from multikueue.dev import wiring
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
+from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.localcluster import PORTS_PER_CLUSTER
 from multikueue.dev.paths import source_checkout
 from multikueue.dev.process import port_in_use
@@ -156,3 +157,38 @@ def namespace(request: pytest.FixtureRequest) -> str:
     for api in clusters.all:
         _create_namespace(api, name)
     return name
+
+
+def _controllers(clusters: Clusters, directory: Path, roles: list[str]) -> list[ControllerProcess]:
+    names = ["manager"] + [f"worker{i}" for i in range(1, len(roles))]
+    started: list[ControllerProcess] = []
+    try:
+        for name, role, kubeconfig in zip(names, roles, clusters.kubeconfigs):
+            started.append(ControllerProcess(name, kubeconfig, role, directory / f"{name}-controller.log").start())
+    except BaseException:
+        for ctl in started:
+            ctl.stop()
+        raise
+    return started
+
+
+@pytest.fixture(scope="session")
+def integration_controller(integration_clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProcess]:
+    """Our controller (manager role) running against the integration manager."""
+    [ctl] = _controllers(integration_clusters, tmp_path_factory.mktemp("controllers"), ["manager"])
+    try:
+        yield ctl
+    finally:
+        ctl.stop()
+
+
+@pytest.fixture(scope="session")
+def e2e_controllers(e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ControllerProcess]]:
+    """Our controller on every e2e cluster: the manager role on the manager, the worker role on workers."""
+    roles = ["manager"] + ["worker"] * (len(e2e_clusters.kubeconfigs) - 1)
+    controllers = _controllers(e2e_clusters, tmp_path_factory.mktemp("controllers"), roles)
+    try:
+        yield controllers
+    finally:
+        for ctl in controllers:
+            ctl.stop()

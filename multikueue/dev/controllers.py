@@ -1,0 +1,94 @@
+"""Run this project's controller against the local clusters.
+
+The controller runs as its own process (``multikueue run``), exactly as it
+would in a Pod, so tests and the demo exercise the real entry point: kopf,
+its watches and the JSON logs.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from multikueue.dev.process import ManagedProcess, spawn, wait_until
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@dataclass
+class ControllerProcess:
+    """One ``multikueue run`` process and how to reach its probes."""
+
+    name: str
+    kubeconfig: Path
+    role: str
+    log: Path
+    extra_args: tuple[str, ...] = ()
+    process: ManagedProcess | None = None
+    health_port: int = 0
+    metrics_port: int = 0
+
+    def start(self, timeout: float = 60) -> "ControllerProcess":
+        self.health_port = free_port()
+        self.metrics_port = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "multikueue.cli.main",
+            "run",
+            "--role",
+            self.role,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--health-port",
+            str(self.health_port),
+            "--metrics-port",
+            str(self.metrics_port),
+            *self.extra_args,
+        ]
+        self.process = spawn(f"{self.name}/controller", argv, self.log)
+        wait_until(lambda: _healthy(self.health_port), timeout, 0.2, f"{self.name} controller /healthz", self.process)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop(timeout=20)
+            self.process = None
+
+    def kill(self) -> None:
+        """Stop abruptly (SIGKILL), as a crash or a node loss would."""
+        if self.process is not None:
+            self.process.signal(signal.SIGKILL)
+            self.process.stop(timeout=5)
+            self.process = None
+
+    def restart(self) -> "ControllerProcess":
+        self.stop()
+        return self.start()
+
+    def logs(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive()

@@ -1,0 +1,213 @@
+"""Small builders and waiters for Kueue objects, shared by tests, e2e and the demo.
+
+They return plain dicts shaped like upstream's manifests, so what the tests
+create is what a user would ``kubectl apply``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from multikueue.api.constants import API_VERSION, GROUP, VERSION
+
+T = TypeVar("T")
+
+
+def resource_flavor(name: str, node_labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if node_labels:
+        spec["nodeLabels"] = node_labels
+    if taints:
+        spec["nodeTaints"] = taints
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def cluster_queue(
+    name: str,
+    quotas: dict[str, dict[str, Any]],
+    *,
+    cohort: str | None = None,
+    strategy: str | None = None,
+    checks: list[str] | None = None,
+    namespace_selector: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``quotas``: flavor -> {resource: nominal | {"nominalQuota":..., "borrowingLimit":..., "lendingLimit":...}}."""
+    resources = sorted({r for per_flavor in quotas.values() for r in per_flavor})
+    flavors = []
+    for flavor, per_resource in quotas.items():
+        entries = []
+        for resource in resources:
+            value = per_resource.get(resource, 0)
+            entry = {"name": resource, **(value if isinstance(value, dict) else {"nominalQuota": value})}
+            entries.append(entry)
+        flavors.append({"name": flavor, "resources": entries})
+    spec: dict[str, Any] = {
+        "namespaceSelector": namespace_selector if namespace_selector is not None else {},
+        "resourceGroups": [{"coveredResources": resources, "flavors": flavors}],
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    if strategy:
+        spec["queueingStrategy"] = strategy
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(namespace: str, name: str, cluster_queue_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue_name},
+    }
+
+
+def pod_template(requests: dict[str, str], node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"spec": spec}
+
+
+def workload(
+    namespace: str,
+    name: str,
+    queue: str,
+    requests: dict[str, str],
+    *,
+    count: int = 1,
+    priority: int | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "queueName": queue,
+        "podSets": [{"name": "main", "count": count, "template": pod_template(requests, node_selector)}],
+    }
+    if priority is not None:
+        spec["priority"] = priority
+    return {"apiVersion": API_VERSION, "kind": "Workload", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def batch_job(
+    namespace: str,
+    name: str,
+    queue: str | None,
+    requests: dict[str, str],
+    *,
+    parallelism: int = 1,
+    completions: int | None = None,
+    suspend: bool = True,
+    managed_by: str | None = None,
+) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    spec: dict[str, Any] = {
+        "parallelism": parallelism,
+        "completions": completions if completions is not None else parallelism,
+        "suspend": suspend,
+        "template": pod_template(requests),
+    }
+    if managed_by:
+        spec["managedBy"] = managed_by
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}
+
+
+class Kueue:
+    """CRUD on ``kueue.x-k8s.io`` objects of one cluster, by kind name."""
+
+    PLURALS = {
+        "ResourceFlavor": ("resourceflavors", False),
+        "ClusterQueue": ("clusterqueues", False),
+        "LocalQueue": ("localqueues", True),
+        "Workload": ("workloads", True),
+        "AdmissionCheck": ("admissionchecks", False),
+        "MultiKueueConfig": ("multikueueconfigs", False),
+        "MultiKueueCluster": ("multikueueclusters", False),
+        "WorkloadPriorityClass": ("workloadpriorityclasses", False),
+        "Cohort": ("cohorts", False),
+    }
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.objects = client.CustomObjectsApi(api)
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        plural, namespaced = self.PLURALS[body["kind"]]
+        if namespaced:
+            return self.objects.create_namespaced_custom_object(GROUP, VERSION, body["metadata"]["namespace"], plural, body)
+        return self.objects.create_cluster_custom_object(GROUP, VERSION, plural, body)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        plural, namespaced = self.PLURALS[kind]
+        if namespaced:
+            return self.objects.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+        return self.objects.get_cluster_custom_object(GROUP, VERSION, plural, name)
+
+    def get_or_none(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return self.get(kind, name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        plural, namespaced = self.PLURALS[kind]
+        if namespaced and namespace:
+            return self.objects.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
+        return self.objects.list_cluster_custom_object(GROUP, VERSION, plural)["items"]
+
+    def patch(self, kind: str, name: str, patch: dict[str, Any], namespace: str | None = None, status: bool = False) -> dict[str, Any]:
+        plural, namespaced = self.PLURALS[kind]
+        if namespaced:
+            fn = self.objects.patch_namespaced_custom_object_status if status else self.objects.patch_namespaced_custom_object
+            return fn(GROUP, VERSION, namespace, plural, name, patch)
+        fn2 = self.objects.patch_cluster_custom_object_status if status else self.objects.patch_cluster_custom_object
+        return fn2(GROUP, VERSION, plural, name, patch)
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        plural, namespaced = self.PLURALS[kind]
+        try:
+            if namespaced:
+                self.objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+            else:
+                self.objects.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def is_true(obj: dict[str, Any] | None, ctype: str) -> bool:
+    c = condition(obj, ctype)
+    return bool(c and c.get("status") == "True")
+
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+def wait_for(fn: Callable[[], T], timeout: float = 30, interval: float = 0.2, what: str = "condition") -> T:
+    """Poll ``fn`` until it returns something truthy; raise with the last value on timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = fn()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}")
+        time.sleep(interval)

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from multikueue import __version__
-from multikueue.cli import crds, dev
+from multikueue.cli import crds, dev, run
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.observability.logging import configure
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING", help="log level of the command's own logs (stderr)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
+    run.register(commands)
     crds.register(commands)
     dev.register(commands)
     return parser

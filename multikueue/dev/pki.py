@@ -178,3 +178,44 @@ def generate(directory: Path, cluster_name: str) -> ClusterPKI:
     for key_file in (pki.ca_key, pki.serving_key, pki.admin_key, pki.sa_key):
         key_file.chmod(0o600)
     return pki
+
+
+@dataclass(frozen=True)
+class ServingCertificate:
+    """A self-signed CA and a serving certificate it issued, for one host."""
+
+    ca_pem: bytes
+    cert: Path
+    key: Path
+
+
+def serving_certificate(directory: Path, host: str) -> ServingCertificate:
+    """Write a CA and a serving certificate for ``host`` (a DNS name or an IP) into ``directory``.
+
+    Used for the controller's webhook server, whose CA goes into the webhook
+    configurations' ``caBundle``.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = _new_key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "multikueue-webhook-ca")])
+    ca_cert = (
+        _builder(ca_name, ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    try:
+        san_entry: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        san_entry = x509.DNSName(host)
+    cert, key = _leaf(
+        ca_key,
+        ca_name,
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        x509.SubjectAlternativeName([san_entry]),
+    )
+    result = ServingCertificate(ca_pem=_cert_pem(ca_cert), cert=directory / "tls.crt", key=directory / "tls.key")
+    result.cert.write_bytes(_cert_pem(cert))
+    result.key.write_bytes(_key_pem(key))
+    result.key.chmod(0o600)
+    return result

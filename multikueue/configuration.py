@@ -1,0 +1,134 @@
+"""The controller's configuration: upstream Kueue's ``Configuration`` document.
+
+The manager reads it from a ConfigMap (default ``multikueue-manager-config``,
+key ``controller_manager_config.yaml``), so an upstream Kueue configuration
+works unchanged. Sections this project does not use are accepted and reported
+(the caller logs them), never refused: a platform team can point both Kueue
+and multikueue at the same document.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from multikueue.api.meta import LabelSelector
+
+CONFIG_KEY = "controller_manager_config.yaml"
+DEFAULT_CONFIG_MAP = "multikueue-manager-config"
+DEFAULT_NAMESPACE = "kueue-system"
+CONFIG_API_VERSIONS = ("config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1")
+
+_DURATION = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | int | float) -> timedelta:
+    """A Go ``time.Duration`` string such as ``1m``, ``90s`` or ``1h30m``."""
+    if isinstance(text, (int, float)):
+        return timedelta(seconds=float(text))
+    text = text.strip()
+    pos, seconds = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        seconds += float(match["value"]) * _UNITS[match["unit"]]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"{text!r} is not a duration such as 90s, 1m or 1h30m")
+    return timedelta(seconds=seconds)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    def unknown_fields(self, prefix: str) -> list[str]:
+        return [f"{prefix}.{k}" for k in (self.model_extra or {})]
+
+
+class ExternalFramework(_Section):
+    """One ``multiKueue.externalFrameworks`` entry; the extended fields come with the generic adapter."""
+
+    name: str
+
+
+class MultiKueueSettings(_Section):
+    origin: str = "multikueue"
+    gc_interval: timedelta = Field(default=timedelta(minutes=1))
+    worker_lost_timeout: timedelta = Field(default=timedelta(minutes=15))
+    dispatcher_name: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    external_frameworks: list[ExternalFramework] = Field(default_factory=list)
+
+    @field_validator("gc_interval", "worker_lost_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, (str, int, float)) else value
+
+
+class Integrations(_Section):
+    frameworks: list[str] = Field(default_factory=lambda: ["batch/job"])
+
+
+class Configuration(_Section):
+    """The parts of upstream's ``Configuration`` this controller uses."""
+
+    api_version: str = CONFIG_API_VERSIONS[0]
+    kind: str = "Configuration"
+    namespace: str | None = None
+    manage_jobs_without_queue_name: bool = False
+    managed_jobs_namespace_selector: LabelSelector | None = None
+    integrations: Integrations = Field(default_factory=Integrations)
+    multi_kueue: MultiKueueSettings = Field(default_factory=MultiKueueSettings)
+
+    def unused_sections(self) -> list[str]:
+        """Keys present in the document that this controller does not act on (yet)."""
+        return (
+            self.unknown_fields("")
+            + self.integrations.unknown_fields(".integrations")
+            + self.multi_kueue.unknown_fields(".multiKueue")
+        )
+
+
+class ConfigurationError(ValueError):
+    """The document cannot be used; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class LoadedConfiguration:
+    config: Configuration
+    unused: list[str] = field(default_factory=list)
+
+
+def load_configuration(text: str | None) -> LoadedConfiguration:
+    """Parse the ConfigMap's document; ``None`` or empty means all defaults."""
+    if not text or not text.strip():
+        return LoadedConfiguration(Configuration())
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"{CONFIG_KEY} is not valid YAML: {exc}") from None
+    if document is None:
+        return LoadedConfiguration(Configuration())
+    if not isinstance(document, dict):
+        raise ConfigurationError(f"{CONFIG_KEY} must be a mapping (a Configuration document)")
+    api_version = document.get("apiVersion")
+    if api_version is not None and api_version not in CONFIG_API_VERSIONS:
+        raise ConfigurationError(
+            f"{CONFIG_KEY}: apiVersion {api_version!r} is not one of {', '.join(CONFIG_API_VERSIONS)}"
+        )
+    if document.get("kind", "Configuration") != "Configuration":
+        raise ConfigurationError(f"{CONFIG_KEY}: kind must be Configuration, got {document.get('kind')!r}")
+    try:
+        config = Configuration.model_validate(document)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigurationError(f"{CONFIG_KEY}: {problems}") from None
+    return LoadedConfiguration(config, config.unused_sections())

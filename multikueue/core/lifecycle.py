@@ -1,0 +1,229 @@
+"""What happens to a Workload after the scheduler reserved its quota.
+
+The scheduler decides *where* a Workload gets quota; this module decides the
+transitions that follow, from the Workload alone:
+
+- every admission check ``Ready`` (or none at all): ``Admitted=True``;
+- a check in ``Retry``: evict (reason ``AdmissionCheck``), release the quota
+  and requeue, with every check back to ``Pending``;
+- a check in ``Rejected``: deactivate (``spec.active=false``) and evict;
+- ``spec.active=false`` while holding quota: evict (reason ``Deactivated``);
+- finished or being deleted: drop the ``resource-in-use`` finalizer, so the
+  Workload can go once its quota is released.
+
+Each function is pure and returns a :class:`WorkloadUpdate`; the I/O layer
+writes it with the Workload's resourceVersion as precondition, so a decision
+made on a stale copy is refused by the API server instead of overwriting
+newer state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from multikueue.api.constants import CheckState, ConditionStatus, Finalizers, WorkloadConditionType, WorkloadReason
+from multikueue.api.meta import Condition, find_condition, is_condition_true, set_condition
+from multikueue.api.workload import Admission, AdmissionCheckState, Workload
+
+QUOTA_RESERVED = WorkloadConditionType.QUOTA_RESERVED
+ADMITTED = WorkloadConditionType.ADMITTED
+EVICTED = WorkloadConditionType.EVICTED
+REQUEUED = WorkloadConditionType.REQUEUED
+FINISHED = WorkloadConditionType.FINISHED
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A Kubernetes Event to post about the Workload."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class WorkloadUpdate:
+    """Writes for one Workload. ``status`` is a JSON merge patch of ``.status``."""
+
+    transition: str
+    status: dict[str, Any] | None = None
+    remove_finalizer: bool = False
+    add_finalizer: bool = False
+    deactivate: bool = False
+    events: list[EventRecord] = field(default_factory=list)
+
+
+def holds_quota(wl: Workload) -> bool:
+    status = wl.status
+    return bool(
+        status
+        and status.admission is not None
+        and is_condition_true(status.conditions, QUOTA_RESERVED)
+        and not is_condition_true(status.conditions, FINISHED)
+    )
+
+
+def _conditions(wl: Workload) -> list[Condition]:
+    return [c.model_copy() for c in (wl.status.conditions or [])] if wl.status else []
+
+
+def _dump(conditions: list[Condition]) -> list[dict[str, Any]]:
+    return [c.to_dict() for c in conditions]
+
+
+def _checks(wl: Workload) -> list[AdmissionCheckState]:
+    return list(wl.status.admission_checks or []) if wl.status else []
+
+
+def reservation_status(
+    wl: Workload, admission: Admission, check_names: list[str], now: datetime
+) -> dict[str, Any]:
+    """The status patch that reserves quota (and admits at once when there are no checks)."""
+    conditions = _conditions(wl)
+    cq = admission.cluster_queue
+    set_condition(
+        conditions,
+        Condition(
+            type=QUOTA_RESERVED,
+            status=ConditionStatus.TRUE,
+            reason=WorkloadReason.QUOTA_RESERVED,
+            message=f"Quota reserved in ClusterQueue {cq}",
+            last_transition_time=now,
+        ),
+    )
+    existing = {c.name: c for c in _checks(wl)}
+    checks = [
+        existing.get(name)
+        or AdmissionCheckState(name=name, state=CheckState.PENDING, last_transition_time=now)
+        for name in check_names
+    ]
+    if all(c.state == CheckState.READY for c in checks):
+        set_condition(
+            conditions,
+            Condition(
+                type=ADMITTED,
+                status=ConditionStatus.TRUE,
+                reason=WorkloadReason.ADMITTED,
+                message=f"The workload is admitted by ClusterQueue {cq}",
+                last_transition_time=now,
+            ),
+        )
+    status: dict[str, Any] = {"admission": admission.to_dict(), "conditions": _dump(conditions)}
+    status["admissionChecks"] = [c.to_dict() for c in checks] if checks else None
+    return status
+
+
+def pending_status(wl: Workload, reason: str, message: str, now: datetime) -> dict[str, Any]:
+    """The status patch that says why a Workload still waits."""
+    conditions = _conditions(wl)
+    set_condition(
+        conditions,
+        Condition(type=QUOTA_RESERVED, status=ConditionStatus.FALSE, reason=reason, message=message, last_transition_time=now),
+    )
+    return {"conditions": _dump(conditions)}
+
+
+def _evict(wl: Workload, reason: str, message: str, now: datetime, requeue: bool) -> dict[str, Any]:
+    conditions = _conditions(wl)
+    for ctype, status, why, text in (
+        (EVICTED, ConditionStatus.TRUE, reason, message),
+        (QUOTA_RESERVED, ConditionStatus.FALSE, WorkloadReason.PENDING, message),
+        (ADMITTED, ConditionStatus.FALSE, WorkloadReason.PENDING, "The workload has no reservation"),
+    ):
+        if ctype == ADMITTED and find_condition(conditions, ADMITTED) is None:
+            continue
+        set_condition(conditions, Condition(type=ctype, status=status, reason=why, message=text, last_transition_time=now))
+    if requeue:
+        set_condition(
+            conditions,
+            Condition(
+                type=REQUEUED,
+                status=ConditionStatus.TRUE,
+                reason=reason,
+                message="The workload was requeued after eviction",
+                last_transition_time=now,
+            ),
+        )
+    checks = [
+        c.model_copy(update={"state": CheckState.PENDING, "message": "", "last_transition_time": now, "pod_set_updates": None})
+        for c in _checks(wl)
+    ]
+    return {
+        "admission": None,
+        "conditions": _dump(conditions),
+        "admissionChecks": [c.to_dict() for c in checks] if checks else None,
+    }
+
+
+def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
+    """The next transition of ``wl``, or ``None`` when it is where it should be."""
+    status = wl.status
+    conditions = status.conditions if status else None
+    finalizers = wl.metadata.finalizers or []
+    has_finalizer = Finalizers.RESOURCE_IN_USE in finalizers
+
+    if wl.metadata.deletion_timestamp is not None or is_condition_true(conditions, FINISHED):
+        if has_finalizer:
+            return WorkloadUpdate(transition="release", remove_finalizer=True)
+        return None
+
+    if not holds_quota(wl):
+        # Jobs' Workloads carry the finalizer from creation (as upstream's do); it
+        # goes when they finish or are deleted, not while they wait.
+        return None
+
+    if not wl.spec.active:
+        message = "The workload is deactivated"
+        return WorkloadUpdate(
+            transition="deactivated",
+            status=_evict(wl, WorkloadReason.DEACTIVATED, message, now, requeue=False),
+            remove_finalizer=has_finalizer,
+            events=[EventRecord("Normal", WorkloadReason.DEACTIVATED, message)],
+        )
+
+    checks = _checks(wl)
+    rejected = [c for c in checks if c.state == CheckState.REJECTED]
+    if rejected:
+        message = f"Admission check {rejected[0].name} rejected the workload: {rejected[0].message}".rstrip(": ")
+        return WorkloadUpdate(
+            transition="rejected",
+            status=_evict(wl, WorkloadReason.DEACTIVATED_DUE_TO_ADMISSION_CHECK, message, now, requeue=False),
+            remove_finalizer=has_finalizer,
+            deactivate=True,
+            events=[EventRecord("Warning", WorkloadReason.DEACTIVATED_DUE_TO_ADMISSION_CHECK, message)],
+        )
+    retry = [c for c in checks if c.state == CheckState.RETRY]
+    if retry:
+        message = f"At least one admission check is false: {retry[0].name}: {retry[0].message}".rstrip(": ")
+        return WorkloadUpdate(
+            transition="retry",
+            status=_evict(wl, WorkloadReason.EVICTED_BY_ADMISSION_CHECK, message, now, requeue=True),
+            remove_finalizer=has_finalizer,
+            events=[EventRecord("Normal", "EvictedDueToAdmissionCheck", message)],
+        )
+
+    all_ready = all(c.state == CheckState.READY for c in checks)
+    if all_ready and not is_condition_true(conditions, ADMITTED):
+        cq = status.admission.cluster_queue if status and status.admission else ""
+        new = _conditions(wl)
+        set_condition(
+            new,
+            Condition(
+                type=ADMITTED,
+                status=ConditionStatus.TRUE,
+                reason=WorkloadReason.ADMITTED,
+                message=f"The workload is admitted by ClusterQueue {cq}",
+                last_transition_time=now,
+            ),
+        )
+        return WorkloadUpdate(
+            transition="admitted",
+            status={"conditions": _dump(new)},
+            add_finalizer=not has_finalizer,
+            events=[EventRecord("Normal", WorkloadReason.ADMITTED, f"Admitted by ClusterQueue {cq}")],
+        )
+    if not has_finalizer:
+        return WorkloadUpdate(transition="protect", add_finalizer=True)
+    return None

@@ -1,0 +1,136 @@
+"""The ``batch/v1`` Job integration's I/O: kopf handlers applying :mod:`reconcile`.
+
+A Job is reconciled when it changes and when its Workload changes (admitted,
+evicted, finished), so it starts as soon as its Workload is admitted. Each
+write carries the object's resourceVersion; a 409 means a newer event is on
+its way and will be reconciled in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import kopf
+import structlog
+from kubernetes.client.rest import ApiException
+
+from multikueue.api import Workload
+from multikueue.api.constants import Labels
+from multikueue.api.workload import PriorityClassRef
+from multikueue.jobs import batchjob
+from multikueue.jobs.batchjob_startstop import MissingFlavorError, PodSetMergeConflict
+from multikueue.jobs.reconcile import JobAction, Step, decide, is_queued, workload_name_for
+from multikueue.runtime.events import ObjectRef
+from multikueue.runtime.resources import JOBS, WORKLOADS
+
+if TYPE_CHECKING:
+    from multikueue.runtime.controller import ControllerState
+
+log = structlog.get_logger(__name__)
+
+JobKey = tuple[str, str]
+
+
+class JobReconciler:
+    def __init__(self, state: "ControllerState") -> None:
+        self.state = state
+        #: Last seen body of every queued Job, to reconcile it when its Workload changes.
+        self.jobs: dict[JobKey, dict[str, Any]] = {}
+
+    def register(self, registry: kopf.OperatorRegistry) -> None:
+        @kopf.on.event("batch", "v1", "jobs", registry=registry, id="job_integration")
+        async def on_job(event: kopf.RawEvent, **_: Any) -> None:
+            body = event["object"]
+            meta = body.get("metadata", {})
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            if event.get("type") == "DELETED" or not is_queued(body):
+                self.jobs.pop(key, None)
+                return
+            self.jobs[key] = body
+            await self.reconcile(body)
+
+    async def on_workload(self, wl: Workload) -> None:
+        """Reconcile the Job bound to ``wl``, if we know it."""
+        for ref in wl.metadata.owner_references or []:
+            if ref.kind == "Job" and ref.api_version == "batch/v1":
+                job = self.jobs.get((wl.namespace or "", ref.name))
+                if job is not None:
+                    await self.reconcile(job)
+                return
+        # A prebuilt Workload has no owner: find the Job that names it.
+        for (namespace, _), job in list(self.jobs.items()):
+            if namespace == wl.namespace and batchjob.prebuilt_workload_name(job) == wl.name:
+                await self.reconcile(job)
+
+    def _priority(self, job: Mapping[str, Any]) -> tuple[int | None, PriorityClassRef | None]:
+        name = batchjob.labels_of(job).get(Labels.PRIORITY_CLASS)
+        if not name:
+            return None, None
+        value = self.state.cache.priority_class_value(name)
+        if value is None:
+            return None, None
+        return value, PriorityClassRef(group="kueue.x-k8s.io", kind="WorkloadPriorityClass", name=name)
+
+    async def reconcile(self, job: Mapping[str, Any]) -> None:
+        meta = job.get("metadata", {})
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        wl = self.state.cache.workload((namespace, workload_name_for(job)))
+        priority, priority_class = self._priority(job)
+        try:
+            action = decide(job, wl, flavors=self.state.cache.flavors, priority=priority, priority_class=priority_class)
+        except MissingFlavorError:
+            return  # the flavor arrives with the next watch event, which reconciles again
+        except PodSetMergeConflict as exc:
+            self._event(job, "Warning", "FailedToStart", str(exc))
+            return
+        if action.step is Step.NONE:
+            return
+        try:
+            await self._apply(job, wl, action)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return
+            log.error("job reconcile failed", job=f"{namespace}/{name}", step=action.step.value, status=exc.status, error=exc.reason)
+            self._event(job, "Warning", "ReconcileFailed", f"{action.step.value}: {exc.status} {exc.reason}")
+            return
+        log.info("job reconciled", job=f"{namespace}/{name}", step=action.step.value, message=action.message)
+
+    async def _apply(self, job: Mapping[str, Any], wl: Workload | None, action: JobAction) -> None:
+        kube = self.state.kube
+        meta = job["metadata"]
+        namespace = meta["namespace"]
+        if action.step is Step.CREATE_WORKLOAD:
+            assert action.workload is not None
+            try:
+                await kube.create(WORKLOADS, namespace, action.workload.to_k8s())
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                return
+            self._event(job, "Normal", "CreatedWorkload", f"Created Workload: {namespace}/{action.workload.name}")
+        elif action.step is Step.RECREATE_WORKLOAD and wl is not None:
+            await kube.delete(WORKLOADS, namespace, wl.name)
+            self._event(job, "Normal", "DeletedWorkload", f"Deleted not matching Workload: {namespace}/{wl.name}")
+        elif action.step in (Step.START, Step.STOP):
+            rv = meta.get("resourceVersion")
+            for step in action.job_patches:
+                patch = dict(step.patch)
+                patch["metadata"] = {**patch.get("metadata", {}), "resourceVersion": rv}
+                result = await kube.patch(JOBS, namespace, meta["name"], patch, status=step.subresource == "status")
+                rv = result["metadata"]["resourceVersion"]
+            reason = "Started" if action.step is Step.START else "Stopped"
+            self._event(job, "Normal", reason, action.message)
+        elif action.step is Step.FINISH_WORKLOAD and wl is not None and action.finished_condition is not None:
+            conditions = [c.to_dict() for c in (wl.status.conditions or [])] if wl.status else []
+            conditions = [c for c in conditions if c["type"] != "Finished"] + [action.finished_condition]
+            await kube.patch(
+                WORKLOADS,
+                namespace,
+                wl.name,
+                {"metadata": {"resourceVersion": wl.metadata.resource_version}, "status": {"conditions": conditions}},
+                status=True,
+            )
+
+    def _event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self.state.events.record(ObjectRef.of({"apiVersion": "batch/v1", "kind": "Job", **job}), type_, reason, message)

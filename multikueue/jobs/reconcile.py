@@ -1,0 +1,106 @@
+"""What to do next for one queued ``batch/v1`` Job, given its Workload (pure).
+
+The order of the checks is upstream's job reconciler in miniature: a
+finished Job finishes its Workload; a Job without a Workload gets one (unless
+it names a prebuilt one, which is then awaited); a Workload that no longer
+matches its Job is replaced while it holds no quota; an admitted Workload
+starts its suspended Job; a Job running without an admitted Workload is
+stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from multikueue.api.constants import WorkloadConditionType
+from multikueue.api.resourceflavor import ResourceFlavor
+from multikueue.api.workload import PriorityClassRef, Workload
+from multikueue.core.lifecycle import holds_quota
+from multikueue.jobs import batchjob
+from multikueue.jobs.batchjob_startstop import PatchStep, start_patch, stop_steps
+
+
+class Step(StrEnum):
+    NONE = "none"
+    CREATE_WORKLOAD = "create-workload"
+    RECREATE_WORKLOAD = "recreate-workload"
+    WAIT_FOR_PREBUILT = "wait-for-prebuilt-workload"
+    START = "start"
+    STOP = "stop"
+    FINISH_WORKLOAD = "finish-workload"
+
+
+@dataclass(frozen=True)
+class JobAction:
+    step: Step
+    #: The Workload to create (CREATE_WORKLOAD).
+    workload: Workload | None = None
+    #: Writes to the Job, in order (START, STOP).
+    job_patches: list[PatchStep] = field(default_factory=list)
+    #: The Workload ``Finished`` condition (FINISH_WORKLOAD).
+    finished_condition: dict[str, Any] | None = None
+    #: Why, for events and logs.
+    message: str = ""
+
+
+def workload_name_for(job: Mapping[str, Any]) -> str:
+    """The Workload a Job is bound to: its prebuilt one, or the one named after it."""
+    return batchjob.prebuilt_workload_name(job) or batchjob.workload_name(job)
+
+
+def is_queued(job: Mapping[str, Any]) -> bool:
+    return batchjob.queue_name(job) is not None or batchjob.prebuilt_workload_name(job) is not None
+
+
+def decide(
+    job: Mapping[str, Any],
+    workload: Workload | None,
+    *,
+    flavors: Mapping[str, ResourceFlavor],
+    priority: int | None = None,
+    priority_class: PriorityClassRef | None = None,
+) -> JobAction:
+    if not is_queued(job):
+        return JobAction(Step.NONE)
+    prebuilt = batchjob.prebuilt_workload_name(job)
+    finished = batchjob.is_finished(job)
+
+    if workload is None:
+        if finished is not None:
+            return JobAction(Step.NONE)
+        if prebuilt:
+            return JobAction(Step.WAIT_FOR_PREBUILT, message=f"waiting for the prebuilt Workload {prebuilt}")
+        return JobAction(
+            Step.CREATE_WORKLOAD,
+            workload=batchjob.build_workload(job, priority=priority, priority_class=priority_class),
+            message="created Workload",
+        )
+
+    if finished is not None:
+        if not workload.is_condition_true(WorkloadConditionType.FINISHED):
+            return JobAction(
+                Step.FINISH_WORKLOAD,
+                finished_condition=batchjob.finished_condition(job),
+                message=finished.message,
+            )
+        return JobAction(Step.NONE)
+
+    if not prebuilt and not holds_quota(workload) and not batchjob.equivalent(job, workload):
+        return JobAction(Step.RECREATE_WORKLOAD, message="the Job changed; its Workload is replaced")
+
+    admitted = workload.is_condition_true(WorkloadConditionType.ADMITTED) and holds_quota(workload)
+    if admitted and batchjob.is_suspended(job):
+        patch = start_patch(job, workload, flavors)
+        return JobAction(Step.START, job_patches=[PatchStep("", patch)], message="admitted: starting the Job")
+    if not admitted and not batchjob.is_suspended(job):
+        steps = stop_steps(job, workload)
+        if steps:
+            return JobAction(Step.STOP, job_patches=steps, message="not admitted: suspending the Job")
+    if not admitted and batchjob.is_suspended(job):
+        steps = stop_steps(job, workload)  # finish an interrupted stop (template restore)
+        if steps:
+            return JobAction(Step.STOP, job_patches=steps, message="restoring the Job's template")
+    return JobAction(Step.NONE)

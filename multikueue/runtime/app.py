@@ -1,0 +1,135 @@
+"""Start the controller: configuration, clients, kopf operator."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+import structlog
+from kubernetes.client.rest import ApiException
+
+from multikueue.configuration import (
+    CONFIG_KEY,
+    DEFAULT_CONFIG_MAP,
+    DEFAULT_NAMESPACE,
+    ConfigurationError,
+    LoadedConfiguration,
+    load_configuration,
+)
+from multikueue.observability.logging import configure
+from multikueue.runtime.controller import DAEMON_FINALIZER, ControllerState, build_registry
+from multikueue.runtime.events import EventRecorder
+from multikueue.runtime.kube import AsyncKube, load_api_client
+from multikueue.runtime import webhook
+from multikueue.runtime.resources import CONFIG_MAPS, NAMESPACES
+
+log = structlog.get_logger(__name__)
+
+ROLES = ("manager", "worker")
+
+
+class StartupError(Exception):
+    """The controller cannot start; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    role: str = "manager"
+    namespace: str = DEFAULT_NAMESPACE
+    config_map: str = DEFAULT_CONFIG_MAP
+    kubeconfig: str | None = None
+    health_port: int = 8081
+    metrics_port: int = 8080
+    #: Name of the ClusterKopfPeering object; None runs standalone (no leader election).
+    peering: str | None = None
+    priority: int = 0
+    log_level: str = "INFO"
+    #: Port of the Job admission webhooks; 0 disables them (Jobs must then be submitted suspended).
+    webhook_port: int = 0
+    #: Address the API server uses to reach the webhooks.
+    webhook_host: str = "127.0.0.1"
+
+
+async def read_configuration(kube: AsyncKube, namespace: str, name: str) -> LoadedConfiguration:
+    body = await kube.get_or_none(CONFIG_MAPS, namespace, name)
+    if body is None:
+        log.info("configuration ConfigMap not found: using defaults", configmap=f"{namespace}/{name}")
+        return load_configuration(None)
+    text = (body.get("data") or {}).get(CONFIG_KEY)
+    try:
+        loaded = load_configuration(text)
+    except ConfigurationError as exc:
+        raise StartupError(f"ConfigMap {namespace}/{name}: {exc}") from None
+    if loaded.unused:
+        log.info("configuration sections not used by this controller", sections=loaded.unused)
+    return loaded
+
+
+async def run_controller(options: ControllerOptions) -> None:
+    configure(json_output=True, level=options.log_level)
+    logging.getLogger("kopf").setLevel(logging.WARNING)
+    if options.role not in ROLES:
+        raise StartupError(f"--role must be one of {', '.join(ROLES)}")
+    if options.kubeconfig:
+        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's own login reads it too
+    kube = AsyncKube(load_api_client(options.kubeconfig, pool_size=48), workers=48)
+    try:
+        try:
+            if await kube.get_or_none(NAMESPACES, None, options.namespace) is None:
+                raise StartupError(
+                    f"namespace {options.namespace!r} does not exist; create it or pass --namespace"
+                )
+        except ApiException as exc:
+            raise StartupError(f"cannot reach the API server: {exc.status} {exc.reason}") from None
+        loaded = await read_configuration(kube, options.namespace, options.config_map)
+        events = EventRecorder(kube, options.namespace)
+        state = ControllerState(
+            role=options.role, namespace=options.namespace, config=loaded.config, kube=kube, events=events
+        )
+        registry = build_registry(state)
+        kopf.on.login(registry=registry)(kopf.login_via_client)
+        if options.webhook_port:
+            webhook.register(registry, state.queue_has_multikueue_check)
+
+        @kopf.on.startup(registry=registry)
+        async def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
+            settings.posting.enabled = False
+            settings.batching.batch_window = 0.01
+            settings.persistence.finalizer = DAEMON_FINALIZER
+            settings.watching.server_timeout = 300
+            if options.webhook_port:
+                settings.admission.server = webhook.server(
+                    webhook.WebhookOptions(port=options.webhook_port, host=options.webhook_host)
+                )
+                settings.admission.managed = webhook.CONFIGURATION_NAME
+            events.start()
+
+        @kopf.on.cleanup(registry=registry)
+        async def stop_events(**_: Any) -> None:
+            await events.stop()
+
+        log.info("controller starting", role=options.role, namespace=options.namespace, peering=options.peering)
+        await kopf.operator(
+            registry=registry,
+            clusterwide=True,
+            standalone=options.peering is None,
+            peering_name=options.peering,
+            priority=options.priority,
+            liveness_endpoint=f"http://0.0.0.0:{options.health_port}/healthz" if options.health_port else None,
+            memo=kopf.Memo(state=state),
+        )
+    finally:
+        kube.close()
+
+
+def main(options: ControllerOptions) -> int:
+    try:
+        asyncio.run(run_controller(options))
+    except StartupError as exc:
+        log.error("controller cannot start", error=str(exc))
+        return 1
+    return 0

@@ -1,0 +1,285 @@
+"""The controller process: kopf watches feeding the core, and the loops that act.
+
+How the pieces meet:
+
+- **Feeds.** A kopf *indexer* per kind parses each object into its pydantic
+  model and puts it into the core :class:`~multikueue.core.cache.Cache`. kopf
+  runs indexers for the whole initial listing of every indexed kind before
+  it runs any other handler or daemon, so whatever acts later starts from a
+  complete picture (a restart never admits against half-known usage).
+  Deletions arrive through ``on.event`` handlers (indexers do not see them).
+- **Scheduling.** A kopf *daemon* on the controller's own Namespace runs the
+  scheduling loop: on every change it asks the pure scheduler for decisions
+  and writes them. Being a daemon, it starts only once the cache is complete
+  and is stopped by kopf when peering hands leadership to another replica.
+- **Workload lifecycle.** An ``on.event`` handler per Workload applies the
+  pure transitions of :mod:`multikueue.core.lifecycle` (Admitted, Retry,
+  Rejected, finalizer release).
+- **Queue status.** The same loop writes ClusterQueue/LocalQueue status when
+  the counters or the ``Active`` condition changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import kopf
+import structlog
+from kubernetes.client.rest import ApiException
+from pydantic import ValidationError
+
+from multikueue.api import (
+    AdmissionCheck,
+    ClusterQueue,
+    Cohort,
+    KueueObject,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    WorkloadPriorityClass,
+)
+from multikueue.api.constants import GROUP, VERSION, MultiKueue
+from multikueue.configuration import Configuration
+from multikueue.core import lifecycle
+from multikueue.core.cache import Cache
+from multikueue.core.scheduler import schedule
+from multikueue.jobs.controller import JobReconciler
+from multikueue.runtime.events import EventRecorder
+from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.queue_status import QueueStatusWriter
+from multikueue.runtime.writer import WorkloadWriter, workload_ref
+
+log = structlog.get_logger(__name__)
+
+#: The finalizer kopf puts on the controller Namespace to run the scheduling daemon.
+DAEMON_FINALIZER = "multikueue.x-k8s.io/controller"
+#: Coalesce bursts of events into one scheduling cycle.
+CYCLE_COALESCE_SECONDS = 0.005
+#: Bound on concurrent writes of one cycle.
+WRITE_CONCURRENCY = 32
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class ControllerState:
+    """Everything one controller process holds."""
+
+    role: str
+    namespace: str
+    config: Configuration
+    kube: AsyncKube
+    events: EventRecorder
+    cache: Cache = field(default_factory=Cache)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    cycles: int = 0
+
+    def __post_init__(self) -> None:
+        self.writer = WorkloadWriter(self.kube, self.events)
+        self.queue_status = QueueStatusWriter(self.kube, self.cache)
+        self.jobs = JobReconciler(self)
+
+    def notify(self) -> None:
+        self.wake.set()
+
+    def queue_has_multikueue_check(self, namespace: str, queue: str) -> bool | None:
+        """Whether the LocalQueue leads to a ClusterQueue with a MultiKueue check; None if unknown."""
+        local = self.cache.local_queue(namespace, queue)
+        if local is None or not local.spec.cluster_queue:
+            return None
+        state = self.cache.cluster_queue_state(local.spec.cluster_queue)
+        if state is None:
+            return None
+        return any(
+            self.cache.admission_check_controller(name) == MultiKueue.CONTROLLER_NAME
+            for name in state.admission_checks_for(f.name for g in state.spec.resource_groups or [] for f in g.flavors)
+        )
+
+
+def _parse(model: type[KueueObject], body: Mapping[str, Any]) -> KueueObject | None:
+    try:
+        return model.from_k8s(dict(body))
+    except (ValidationError, ValueError) as exc:
+        meta = body.get("metadata", {})
+        log.warning(
+            "object ignored: it does not parse",
+            kind=model.kind,
+            object=f"{meta.get('namespace') or ''}/{meta.get('name')}".lstrip("/"),
+            error=str(exc).splitlines()[0],
+        )
+        return None
+
+
+def _feed(
+    registry: kopf.OperatorRegistry,
+    state: ControllerState,
+    model: type[KueueObject],
+    upsert: Callable[[Any], None],
+    delete: Callable[[Mapping[str, Any]], None],
+) -> None:
+    """Keep the cache's copy of ``model`` objects current."""
+
+    async def index(body: kopf.Body, **_: Any) -> None:
+        obj = _parse(model, body)
+        if obj is not None:
+            upsert(obj)
+            state.notify()
+
+    async def forget(event: kopf.RawEvent, **_: Any) -> None:
+        if event.get("type") == "DELETED":
+            delete(event["object"]["metadata"])
+            state.notify()
+
+    kopf.index(GROUP, VERSION, model.plural, registry=registry, id=f"feed_{model.plural}")(index)
+    kopf.on.event(GROUP, VERSION, model.plural, registry=registry, id=f"forget_{model.plural}")(forget)
+
+
+def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    cache = state.cache
+    _feed(registry, state, ResourceFlavor, cache.upsert_flavor, lambda m: cache.delete_flavor(m["name"]))
+    _feed(registry, state, ClusterQueue, cache.upsert_cluster_queue, lambda m: cache.delete_cluster_queue(m["name"]))
+    _feed(registry, state, Cohort, cache.upsert_cohort, lambda m: cache.delete_cohort(m["name"]))
+    _feed(
+        registry, state, LocalQueue, cache.upsert_local_queue, lambda m: cache.delete_local_queue(m["namespace"], m["name"])
+    )
+    _feed(
+        registry,
+        state,
+        WorkloadPriorityClass,
+        cache.upsert_priority_class,
+        lambda m: cache.delete_priority_class(m["name"]),
+    )
+    _feed(
+        registry, state, AdmissionCheck, cache.upsert_admission_check, lambda m: cache.delete_admission_check(m["name"])
+    )
+    _feed(
+        registry, state, Workload, cache.upsert_workload, lambda m: cache.delete_workload((m["namespace"], m["name"]))
+    )
+
+    @kopf.index("", "v1", "namespaces", registry=registry, id="feed_namespaces")
+    async def index_namespace(name: str, labels: Mapping[str, str], **_: Any) -> None:
+        cache.upsert_namespace(name, dict(labels))
+        state.notify()
+
+    @kopf.on.event("", "v1", "namespaces", registry=registry, id="forget_namespaces")
+    async def forget_namespace(event: kopf.RawEvent, name: str, **_: Any) -> None:
+        if event.get("type") == "DELETED":
+            cache.delete_namespace(name)
+            state.notify()
+
+    @kopf.on.event(GROUP, VERSION, "workloads", registry=registry, id="workload_lifecycle")
+    async def workload_lifecycle(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        if event.get("type") == "DELETED":
+            return
+        wl = _parse(Workload, body)
+        if not isinstance(wl, Workload):
+            return
+        update = lifecycle.next_update(wl, utcnow())
+        if update is not None:
+            await state.writer.apply(wl, update, utcnow())
+        await state.jobs.on_workload(wl)
+
+    state.jobs.register(registry)
+
+    @kopf.daemon(
+        "",
+        "v1",
+        "namespaces",
+        registry=registry,
+        id="scheduling_loop",
+        when=lambda name, **_: name == state.namespace,
+        cancellation_timeout=10,
+    )
+    async def scheduling_loop(stopped: kopf.DaemonStopped, **_: Any) -> None:
+        log.info("scheduling loop started", namespace=state.namespace)
+        await run_scheduling(state, stopped)
+        log.info("scheduling loop stopped")
+
+    return registry
+
+
+async def _admit(state: ControllerState, decision: Any, gate: asyncio.Semaphore) -> None:
+    async with gate:
+        wl = state.cache.workload(decision.key)
+        if wl is None:
+            state.cache.forget(decision.key)
+            return
+        status = lifecycle.reservation_status(wl, decision.admission, list(decision.admission_checks), utcnow())
+        try:
+            written = await state.writer.reserve(wl, status)
+        except ApiException as exc:
+            log.error("reservation failed", workload=f"{wl.namespace}/{wl.name}", status=exc.status, error=exc.reason)
+            written = False
+        if not written:
+            state.cache.forget(decision.key)
+            state.notify()
+            return
+        log.info(
+            "quota reserved",
+            workload=f"{wl.namespace}/{wl.name}",
+            cluster_queue=decision.cluster_queue,
+            checks=list(decision.admission_checks),
+        )
+        state.events.record(
+            workload_ref(wl), "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {decision.cluster_queue}"
+        )
+        if not decision.admission_checks:
+            state.events.record(workload_ref(wl), "Normal", "Admitted", f"Admitted by ClusterQueue {decision.cluster_queue}")
+
+
+async def _pending(state: ControllerState, update: Any, gate: asyncio.Semaphore) -> None:
+    async with gate:
+        wl = state.cache.workload(update.key)
+        if wl is None:
+            return
+        status = lifecycle.pending_status(wl, update.reason, update.message, utcnow())
+        try:
+            await state.writer.pending(wl, status)
+        except ApiException as exc:
+            log.error("pending status not written", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
+
+
+async def run_scheduling(state: ControllerState, stopped: kopf.DaemonStopped) -> None:
+    gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+    inflight: set[asyncio.Task[None]] = set()
+    last_status = 0.0
+    next_cycle_at: datetime | None = None
+    state.notify()
+    while not stopped:
+        timeout = 1.0
+        if next_cycle_at is not None:
+            timeout = max(0.0, min(timeout, (next_cycle_at - utcnow()).total_seconds()))
+        try:
+            await asyncio.wait_for(state.wake.wait(), timeout=timeout)
+        except asyncio.TimeoutError:
+            pass
+        if stopped:
+            break
+        await asyncio.sleep(CYCLE_COALESCE_SECONDS)
+        state.wake.clear()
+        result = schedule(state.cache, utcnow())
+        next_cycle_at = result.next_cycle_at
+        state.cycles += 1
+        for decision in result.admitted:
+            task = asyncio.create_task(_admit(state, decision, gate))
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+        for update in result.pending:
+            task = asyncio.create_task(_pending(state, update, gate))
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+        if time.monotonic() - last_status > 0.5:
+            last_status = time.monotonic()
+            task = asyncio.create_task(state.queue_status.sync())
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+    for task in inflight:
+        task.cancel()

@@ -1,0 +1,152 @@
+"""A thin asyncio face over the blocking ``kubernetes`` client.
+
+The controller is asyncio all the way (kopf), while the official client is
+synchronous; every call therefore runs in a dedicated thread pool so that a
+slow request never blocks the event loop. Only the handful of verbs the
+controller needs are here, each returning plain JSON dicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+T = TypeVar("T")
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    """Where a kind lives in the API: group, version, plural, and whether it is namespaced."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def load_api_client(kubeconfig: str | None, pool_size: int) -> client.ApiClient:
+    """An API client from a kubeconfig file, or the in-cluster service account."""
+    configuration = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
+class AsyncKube:
+    """Async calls on one cluster, through a bounded thread pool."""
+
+    def __init__(self, api: client.ApiClient, workers: int = 32) -> None:
+        self.api = api
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        self._custom = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.api.close()
+
+    # -- generic objects (custom resources and built-in kinds alike) --------
+
+    def _path(self, ref: ResourceRef, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{ref.group}/{ref.version}" if ref.group else f"/api/{ref.version}"
+        if ref.namespaced:
+            base += f"/namespaces/{namespace}"
+        base += f"/{ref.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+    def _request(self, method: str, path: str, body: Any = None, content_type: str | None = None, query: list[tuple[str, str]] | None = None) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        data = self.api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            response_type="object",
+            _return_http_data_only=True,
+        )
+        return data
+
+    async def get(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any]:
+        return await self.call(self._request, "GET", self._path(ref, namespace, name))
+
+    async def get_or_none(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.get(ref, namespace, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(self, ref: ResourceRef, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
+        query = [("labelSelector", label_selector)] if label_selector else []
+        path = self._path(ResourceRef(ref.group, ref.version, ref.plural, ref.namespaced and namespace is not None), namespace)
+        result = await self.call(self._request, "GET", path, None, None, query)
+        return list(result.get("items", []))
+
+    async def create(self, ref: ResourceRef, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.call(self._request, "POST", self._path(ref, namespace), body)
+
+    async def patch(
+        self,
+        ref: ResourceRef,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        status: bool = False,
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        path = self._path(ref, namespace, name, "status" if status else None)
+        return await self.call(self._request, "PATCH", path, patch, content_type)
+
+    async def delete(self, ref: ResourceRef, namespace: str | None, name: str, propagation: str = "Background") -> bool:
+        """Delete; False when it was already gone."""
+        try:
+            await self.call(
+                self._request,
+                "DELETE",
+                self._path(ref, namespace, name),
+                {"propagationPolicy": propagation},
+                "application/json",
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    # -- core ------------------------------------------------------------
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        await self.call(self._core.create_namespaced_event, namespace, body)

@@ -1,0 +1,127 @@
+"""Workload transitions after quota reservation (pure)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from multikueue.api import Workload
+from multikueue.api.constants import Finalizers
+from multikueue.api.workload import Admission
+from multikueue.core.lifecycle import holds_quota, next_update, pending_status, reservation_status
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = "2025-12-31T00:00:00Z"
+
+
+def workload(checks: list[tuple[str, str]] | None = None, *, reserved: bool = True, admitted: bool = False,
+             finalizer: bool = True, active: bool = True, **status: Any) -> Workload:
+    conditions = []
+    if reserved:
+        conditions.append({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": T0})
+    if admitted:
+        conditions.append({"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": T0})
+    body: dict[str, Any] = {
+        "metadata": {"name": "wl", "namespace": "ns", "resourceVersion": "7",
+                     "finalizers": [Finalizers.RESOURCE_IN_USE] if finalizer else []},
+        "spec": {"queueName": "q", "active": active, "podSets": [{"name": "main", "count": 1, "template": {}}]},
+        "status": {"conditions": conditions, **status},
+    }
+    if reserved:
+        body["status"]["admission"] = {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {"cpu": "f"}, "resourceUsage": {"cpu": "1"}, "count": 1}]}
+    if checks:
+        body["status"]["admissionChecks"] = [{"name": n, "state": s, "message": f"{n} says {s}", "lastTransitionTime": T0} for n, s in checks]
+    return Workload.from_k8s(body)
+
+
+def types(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def test_reservation_without_checks_admits_at_once() -> None:
+    wl = workload(reserved=False, finalizer=False)
+    admission = Admission.model_validate({"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {"cpu": "f"}, "resourceUsage": {"cpu": "1"}, "count": 1}]})
+    status = reservation_status(wl, admission, [], NOW)
+    assert types(status) == {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("True", "Admitted")}
+    assert status["admission"]["clusterQueue"] == "cq"
+    assert status["admissionChecks"] is None
+
+
+def test_reservation_with_checks_waits_for_them() -> None:
+    wl = workload(reserved=False, finalizer=False)
+    admission = Admission.model_validate({"clusterQueue": "cq"})
+    status = reservation_status(wl, admission, ["mk"], NOW)
+    assert types(status) == {"QuotaReserved": ("True", "QuotaReserved")}
+    assert [(c["name"], c["state"]) for c in status["admissionChecks"]] == [("mk", "Pending")]
+
+
+def test_all_checks_ready_admits() -> None:
+    update = next_update(workload([("mk", "Ready")]), NOW)
+    assert update is not None and update.transition == "admitted"
+    assert types(update.status)["Admitted"] == ("True", "Admitted")
+
+
+def test_pending_check_waits() -> None:
+    assert next_update(workload([("mk", "Pending")]), NOW) is None
+
+
+def test_admitted_workload_is_left_alone() -> None:
+    assert next_update(workload([("mk", "Ready")], admitted=True), NOW) is None
+
+
+def test_retry_evicts_and_requeues_with_checks_reset() -> None:
+    update = next_update(workload([("mk", "Retry"), ("other", "Ready")], admitted=True), NOW)
+    assert update is not None and update.transition == "retry"
+    assert update.status["admission"] is None
+    conditions = types(update.status)
+    assert conditions["Evicted"] == ("True", "AdmissionCheck")
+    assert conditions["QuotaReserved"][0] == "False"
+    assert conditions["Admitted"][0] == "False"
+    assert conditions["Requeued"][0] == "True"
+    assert {c["state"] for c in update.status["admissionChecks"]} == {"Pending"}
+    assert update.remove_finalizer and not update.deactivate
+    assert "mk says Retry" in update.events[0].message
+
+
+def test_rejected_deactivates() -> None:
+    update = next_update(workload([("mk", "Rejected")]), NOW)
+    assert update is not None and update.transition == "rejected"
+    assert update.deactivate
+    assert types(update.status)["Evicted"] == ("True", "DeactivatedDueToAdmissionCheck")
+    assert "Requeued" not in types(update.status)
+
+
+def test_inactive_workload_holding_quota_is_evicted() -> None:
+    update = next_update(workload(active=False), NOW)
+    assert update is not None and update.transition == "deactivated"
+    assert types(update.status)["Evicted"] == ("True", "Deactivated")
+
+
+def test_finished_workload_releases_finalizer() -> None:
+    wl = workload(admitted=True)
+    wl.status.conditions.append(wl.status.conditions[0].model_copy(update={"type": "Finished", "reason": "Succeeded"}))
+    assert not holds_quota(wl)
+    update = next_update(wl, NOW)
+    assert update is not None and update.remove_finalizer and update.status is None
+
+
+def test_deleted_workload_releases_finalizer() -> None:
+    wl = workload()
+    wl.metadata.deletion_timestamp = NOW
+    update = next_update(wl, NOW)
+    assert update is not None and update.remove_finalizer
+
+
+def test_reserved_without_finalizer_gets_it_back() -> None:
+    update = next_update(workload([("mk", "Pending")], finalizer=False), NOW)
+    assert update is not None and update.add_finalizer and update.status is None
+
+
+def test_pending_status_keeps_other_conditions() -> None:
+    wl = workload(reserved=False, finalizer=False)
+    status = pending_status(wl, "Pending", "couldn't assign flavors", NOW)
+    assert status["conditions"][-1]["message"] == "couldn't assign flavors"

@@ -1,0 +1,743 @@
+"""Scheduling cycles over the cache: admissions, pending messages, ordering, cohorts, dirty tracking."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from multikueue.api.admissioncheck import AdmissionCheck
+from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.localqueue import LocalQueue
+from multikueue.api.resourceflavor import ResourceFlavor
+from multikueue.api.workload import Workload
+from multikueue.api.workloadpriorityclass import WorkloadPriorityClass
+from multikueue.core import Cache, CycleResult, PendingUpdate, schedule
+from multikueue.core.scheduler import AdmissionDecision
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+SEED_MESSAGE = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, 3 more needed"
+)
+
+
+# --- builders -------------------------------------------------------------------------------
+
+
+def flavor(name: str = "default-flavor", **spec: Any) -> ResourceFlavor:
+    return ResourceFlavor.from_k8s({"metadata": {"name": name}, "spec": spec})
+
+
+def cluster_queue(
+    name: str = "cq",
+    quotas: dict[str, dict[str, Any]] | None = None,
+    *,
+    namespace_selector: dict[str, Any] | None = None,
+    **spec: Any,
+) -> ClusterQueue:
+    """A ClusterQueue with one resource group; ``quotas`` maps flavor -> {resource: nominal or quota dict}."""
+    quotas = quotas if quotas is not None else {"default-flavor": {"cpu": 9}}
+    covered = sorted({r for resources in quotas.values() for r in resources})
+    flavors = []
+    for flavor_name, resources in quotas.items():
+        entries = []
+        for resource, quota in resources.items():
+            entry = {"name": resource}
+            entry.update(quota if isinstance(quota, dict) else {"nominalQuota": quota})
+            entries.append(entry)
+        flavors.append({"name": flavor_name, "resources": entries})
+    body = {
+        "namespaceSelector": {} if namespace_selector is None else namespace_selector,
+        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        **spec,
+    }
+    return ClusterQueue.from_k8s({"metadata": {"name": name}, "spec": body})
+
+
+def local_queue(name: str = "user-queue", namespace: str = "default", cq: str = "cq", **spec: Any) -> LocalQueue:
+    return LocalQueue.from_k8s(
+        {"metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cq, **spec}}
+    )
+
+
+def workload(
+    name: str,
+    cpu: str = "4",
+    *,
+    namespace: str = "default",
+    queue: str = "user-queue",
+    priority: int | None = None,
+    age: int = 0,
+    count: int = 1,
+    **extra: Any,
+) -> Workload:
+    """A one-pod-set Workload; larger ``age`` means created earlier."""
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "creationTimestamp": (NOW - timedelta(seconds=age)).isoformat(),
+        },
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}},
+                }
+            ],
+        },
+    }
+    if priority is not None:
+        body["spec"]["priority"] = priority
+    for key, value in extra.items():
+        if key == "labels":
+            body["metadata"]["labels"] = value
+        else:
+            body.setdefault("status", {})[key] = value
+    return Workload.from_k8s(body)
+
+
+def with_status(wl: Workload, **status: Any) -> Workload:
+    body = wl.to_k8s()
+    body.setdefault("status", {}).update(status)
+    return Workload.from_k8s(body)
+
+
+def condition(type_: str, status: str, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": NOW.isoformat()}
+
+
+def confirm(cache: Cache, decision: AdmissionDecision) -> Workload:
+    """What the I/O layer writes for an admission, coming back through the watch."""
+    wl = cache.workload(decision.key)
+    assert wl is not None
+    conditions = [condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {decision.cluster_queue}")]
+    if not decision.admission_checks:
+        conditions.append(condition("Admitted", "True", "Admitted", "The workload is admitted"))
+    updated = with_status(wl, admission=decision.admission.to_dict(), conditions=conditions)
+    cache.upsert_workload(updated)
+    return updated
+
+
+def write_pending(cache: Cache, update: PendingUpdate) -> None:
+    """What the I/O layer writes for a pending update, coming back through the watch."""
+    wl = cache.workload(update.key)
+    assert wl is not None
+    cache.upsert_workload(with_status(wl, conditions=[condition("QuotaReserved", "False", update.reason, update.message)]))
+
+
+def finish(cache: Cache, wl: Workload) -> None:
+    conditions = [c.to_dict() for c in wl.status.conditions or ()]
+    conditions.append(condition("Finished", "True", "Succeeded", "Job finished successfully"))
+    cache.upsert_workload(with_status(wl, conditions=conditions))
+
+
+def names(result: CycleResult) -> list[str]:
+    return [d.key[1] for d in result.admitted]
+
+
+def pending(result: CycleResult) -> dict[str, tuple[str, str]]:
+    return {u.key[1]: (u.reason, u.message) for u in result.pending}
+
+
+def seed_cache(**cq_spec: Any) -> Cache:
+    cache = Cache()
+    cache.upsert_namespace("default", {"kubernetes.io/metadata.name": "default"})
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(cluster_queue(**cq_spec))
+    cache.upsert_local_queue(local_queue())
+    return cache
+
+
+# --- the seed scenario ---------------------------------------------------------------------------
+
+
+def test_seed_scenario_two_admitted_third_waits_then_admitted_after_one_finishes() -> None:
+    cache = seed_cache()
+    for i, name in enumerate(["wl-1", "wl-2", "wl-3"]):
+        cache.upsert_workload(workload(name, "4", age=10 - i))
+
+    result = schedule(cache, NOW)
+    assert names(result) == ["wl-1", "wl-2"]
+    assert pending(result) == {"wl-3": ("Pending", SEED_MESSAGE)}
+    first = result.admitted[0]
+    assert first.cluster_queue == "cq"
+    assert first.admission_checks == []
+    assert first.admission.to_dict() == {
+        "clusterQueue": "cq",
+        "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "4"}, "count": 1}],
+    }
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(8)}
+
+    admitted = [confirm(cache, d) for d in result.admitted]
+    write_pending(cache, result.pending[0])
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(8)}
+    assert schedule(cache, NOW) == CycleResult()
+
+    finish(cache, admitted[0])
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(4)}
+    result = schedule(cache, NOW)
+    assert names(result) == ["wl-3"]
+    assert result.pending == []
+
+
+def test_a_second_cycle_without_changes_does_nothing() -> None:
+    cache = seed_cache()
+    for i in range(3):
+        cache.upsert_workload(workload(f"wl-{i}", "4", age=10 - i))
+    first = schedule(cache, NOW)
+    assert len(first.admitted) == 2
+    # Nothing confirmed or written yet: the assumptions hold and nothing is repeated.
+    assert schedule(cache, NOW) == CycleResult()
+    # The watch bringing back exactly what was decided changes nothing either.
+    for decision in first.admitted:
+        confirm(cache, decision)
+    write_pending(cache, first.pending[0])
+    assert schedule(cache, NOW) == CycleResult()
+
+
+def test_pending_update_only_when_the_message_changes() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("big", "10"))
+    result = schedule(cache, NOW)
+    write_pending(cache, result.pending[0])
+    # Something else changes in the queue: the big one is re-evaluated but its condition already says it.
+    cache.upsert_workload(workload("small", "1"))
+    result = schedule(cache, NOW)
+    assert names(result) == ["small"]
+    assert result.pending == []
+
+
+def test_request_larger_than_every_flavor() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("huge", "10"))
+    result = schedule(cache, NOW)
+    assert result.admitted == []
+    assert pending(result) == {
+        "huge": (
+            "Pending",
+            "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
+            "previously considered podsets requests (0) + current podset request (10) > maximum capacity (9)",
+        )
+    }
+
+
+# --- queue ordering -------------------------------------------------------------------------------
+
+
+def test_higher_priority_first() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("old-low", "5", priority=1, age=100))
+    cache.upsert_workload(workload("new-high", "5", priority=10, age=1))
+    result = schedule(cache, NOW)
+    assert names(result) == ["new-high"]
+    assert set(pending(result)) == {"old-low"}
+
+
+def test_priority_from_a_workload_priority_class_label() -> None:
+    cache = seed_cache()
+    cache.upsert_priority_class(WorkloadPriorityClass.from_k8s({"metadata": {"name": "high"}, "value": 1000}))
+    cache.upsert_workload(workload("old", "5", age=100))
+    cache.upsert_workload(workload("labelled", "5", age=1, labels={"kueue.x-k8s.io/priority-class": "high"}))
+    assert names(schedule(cache, NOW)) == ["labelled"]
+
+
+def test_strict_fifo_blocks_behind_a_head_that_does_not_fit() -> None:
+    cache = seed_cache(queueingStrategy="StrictFIFO")
+    cache.upsert_workload(workload("running", "5", age=100))
+    assert names(schedule(cache, NOW)) == ["running"]
+    cache.upsert_workload(workload("large-head", "6", age=50))
+    cache.upsert_workload(workload("small", "1", age=10))
+    result = schedule(cache, NOW)
+    assert result.admitted == []
+    # Only the head is told why; the ones behind it keep waiting silently (as upstream).
+    assert set(pending(result)) == {"large-head"}
+
+
+def test_best_effort_fifo_lets_a_smaller_workload_pass() -> None:
+    cache = seed_cache(queueingStrategy="BestEffortFIFO")
+    cache.upsert_workload(workload("running", "5", age=100))
+    schedule(cache, NOW)
+    cache.upsert_workload(workload("large-head", "6", age=50))
+    cache.upsert_workload(workload("small", "1", age=10))
+    result = schedule(cache, NOW)
+    assert names(result) == ["small"]
+    assert set(pending(result)) == {"large-head"}
+
+
+def test_strict_fifo_head_removed_unblocks_the_queue() -> None:
+    cache = seed_cache(queueingStrategy="StrictFIFO")
+    cache.upsert_workload(workload("running", "5", age=100))
+    schedule(cache, NOW)
+    cache.upsert_workload(workload("large-head", "6", age=50))
+    cache.upsert_workload(workload("small", "1", age=10))
+    schedule(cache, NOW)
+    cache.delete_workload(("default", "large-head"))
+    assert names(schedule(cache, NOW)) == ["small"]
+
+
+# --- cohorts -----------------------------------------------------------------------------------------
+
+
+def cohort_cache(a: dict[str, Any], b: dict[str, Any]) -> Cache:
+    cache = Cache()
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(cluster_queue("cq-a", {"default-flavor": {"cpu": a}}, cohortName="team"))
+    cache.upsert_cluster_queue(cluster_queue("cq-b", {"default-flavor": {"cpu": b}}, cohortName="team"))
+    cache.upsert_local_queue(local_queue("queue-a", cq="cq-a"))
+    cache.upsert_local_queue(local_queue("queue-b", cq="cq-b"))
+    return cache
+
+
+def test_cohort_members_borrow_each_others_unused_quota() -> None:
+    cache = cohort_cache({"nominalQuota": 5}, {"nominalQuota": 5})
+    cache.upsert_workload(workload("a-1", "8", queue="queue-a"))
+    result = schedule(cache, NOW)
+    assert names(result) == ["a-1"]
+    status = cache.cluster_queue_status("cq-a")
+    assert status is not None
+    assert status.flavors_reservation == [
+        {"name": "default-flavor", "resources": [{"name": "cpu", "total": "8", "borrowed": "3"}]}
+    ]
+    cache.upsert_workload(workload("b-1", "3", queue="queue-b"))
+    result = schedule(cache, NOW)
+    assert result.admitted == []
+    assert pending(result) == {
+        "b-1": (
+            "Pending",
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
+            "1 more needed",
+        )
+    }
+
+
+def test_borrowing_limit_is_respected() -> None:
+    cache = cohort_cache({"nominalQuota": 5, "borrowingLimit": 2}, {"nominalQuota": 5})
+    cache.upsert_workload(workload("a-big", "8", queue="queue-a"))
+    cache.upsert_workload(workload("a-ok", "7", queue="queue-a", age=-1))
+    result = schedule(cache, NOW)
+    assert names(result) == ["a-ok"]
+    assert "maximum capacity (7)" in pending(result)["a-big"][1]
+
+
+def test_lending_limit_keeps_the_lenders_guaranteed_quota() -> None:
+    cache = cohort_cache({"nominalQuota": 5}, {"nominalQuota": 5, "lendingLimit": 1})
+    cache.upsert_workload(workload("a-too-big", "7", queue="queue-a", age=10))
+    cache.upsert_workload(workload("a-fits", "6", queue="queue-a", age=5))
+    result = schedule(cache, NOW)
+    assert names(result) == ["a-fits"]
+    cache.upsert_workload(workload("b-1", "4", queue="queue-b"))
+    assert names(schedule(cache, NOW)) == ["b-1"]
+
+
+def test_freed_quota_in_one_queue_wakes_its_cohort_peers() -> None:
+    cache = cohort_cache({"nominalQuota": 5}, {"nominalQuota": 5})
+    cache.upsert_workload(workload("a-1", "8", queue="queue-a"))
+    decision = schedule(cache, NOW).admitted[0]
+    a1 = confirm(cache, decision)
+    cache.upsert_workload(workload("b-1", "4", queue="queue-b"))
+    assert schedule(cache, NOW).admitted == []
+    finish(cache, a1)
+    assert names(schedule(cache, NOW)) == ["b-1"]
+
+
+def test_workloads_fitting_without_borrowing_go_first_in_a_round() -> None:
+    cache = cohort_cache({"nominalQuota": 5}, {"nominalQuota": 5})
+    # a-borrow is older and higher priority but needs to borrow; b-own fits in cq-b's own quota.
+    cache.upsert_workload(workload("a-borrow", "6", queue="queue-a", priority=100, age=100))
+    cache.upsert_workload(workload("b-own", "5", queue="queue-b", age=1))
+    result = schedule(cache, NOW)
+    assert names(result) == ["b-own"]
+    assert set(pending(result)) == {"a-borrow"}
+
+
+def test_cohort_object_with_its_own_quota() -> None:
+    from multikueue.api.cohort import Cohort
+
+    cache = cohort_cache({"nominalQuota": 1}, {"nominalQuota": 1})
+    cache.upsert_workload(workload("a-1", "5", queue="queue-a"))
+    assert schedule(cache, NOW).admitted == []
+    cache.upsert_cohort(
+        Cohort.from_k8s(
+            {
+                "metadata": {"name": "team"},
+                "spec": {
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [{"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": 3}]}],
+                        }
+                    ]
+                },
+            }
+        )
+    )
+    assert names(schedule(cache, NOW)) == ["a-1"]
+    cache.delete_cohort("team")
+    assert cache.usage("cq-a") == {("default-flavor", "cpu"): Decimal(5)}
+
+
+# --- inadmissible workloads and fixing them -----------------------------------------------------
+
+
+def test_missing_local_queue_then_created() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("wl", "1", queue="other-queue"))
+    result = schedule(cache, NOW)
+    assert pending(result) == {"wl": ("Inadmissible", "LocalQueue other-queue doesn't exist")}
+    write_pending(cache, result.pending[0])
+    assert schedule(cache, NOW) == CycleResult()
+    cache.upsert_local_queue(local_queue("other-queue"))
+    assert names(schedule(cache, NOW)) == ["wl"]
+
+
+def test_missing_cluster_queue_then_created() -> None:
+    cache = Cache()
+    cache.upsert_flavor(flavor())
+    cache.upsert_local_queue(local_queue())
+    cache.upsert_workload(workload("wl", "1"))
+    assert pending(schedule(cache, NOW)) == {"wl": ("Inadmissible", "ClusterQueue cq doesn't exist")}
+    cache.upsert_cluster_queue(cluster_queue())
+    assert names(schedule(cache, NOW)) == ["wl"]
+
+
+def test_missing_flavor_makes_the_queue_inactive_until_created() -> None:
+    cache = Cache()
+    cache.upsert_cluster_queue(cluster_queue(quotas={"gpu": {"cpu": 9}}))
+    cache.upsert_local_queue(local_queue())
+    cache.upsert_workload(workload("wl", "1"))
+    status = cache.cluster_queue_status("cq")
+    assert status is not None
+    assert (status.active, status.reason, status.message) == (
+        False,
+        "FlavorNotFound",
+        "Can't admit new workloads: references missing ResourceFlavor(s): gpu.",
+    )
+    lq_status = cache.local_queue_status("default", "user-queue")
+    assert lq_status is not None
+    assert (lq_status.active, lq_status.reason) == (False, "ClusterQueueIsInactive")
+    assert pending(schedule(cache, NOW)) == {"wl": ("Inadmissible", "ClusterQueue cq is inactive")}
+    cache.upsert_flavor(flavor("gpu"))
+    status = cache.cluster_queue_status("cq")
+    assert status is not None and (status.active, status.reason, status.message) == (
+        True,
+        "Ready",
+        "Can admit new workloads",
+    )
+    assert names(schedule(cache, NOW)) == ["wl"]
+
+
+def test_namespace_not_matching_the_selector_then_labelled() -> None:
+    selector = {"matchLabels": {"team": "a"}}
+    cache = seed_cache(namespace_selector=selector)
+    cache.upsert_workload(workload("wl", "1"))
+    assert pending(schedule(cache, NOW)) == {"wl": ("Pending", "Workload namespace doesn't match ClusterQueue selector")}
+    cache.upsert_namespace("default", {"team": "a"})
+    assert names(schedule(cache, NOW)) == ["wl"]
+
+
+def test_no_namespace_selector_matches_nothing() -> None:
+    cache = Cache()
+    cache.upsert_flavor(flavor())
+    body = cluster_queue().to_k8s()
+    del body["spec"]["namespaceSelector"]
+    cache.upsert_cluster_queue(ClusterQueue.from_k8s(body))
+    cache.upsert_local_queue(local_queue())
+    cache.upsert_workload(workload("wl", "1"))
+    assert pending(schedule(cache, NOW)) == {"wl": ("Pending", "Workload namespace doesn't match ClusterQueue selector")}
+
+
+def test_stopped_queues() -> None:
+    cache = seed_cache(stopPolicy="Hold")
+    status = cache.cluster_queue_status("cq")
+    assert status is not None
+    assert (status.reason, status.message) == ("Stopped", "Can't admit new workloads: is stopped.")
+    cache.upsert_workload(workload("wl", "1"))
+    assert pending(schedule(cache, NOW)) == {"wl": ("Inadmissible", "ClusterQueue cq is inactive")}
+    cache.upsert_cluster_queue(cluster_queue())
+    cache.upsert_local_queue(local_queue(stopPolicy="Hold"))
+    assert pending(schedule(cache, NOW)) == {"wl": ("Inadmissible", "LocalQueue user-queue is inactive")}
+    lq_status = cache.local_queue_status("default", "user-queue")
+    assert lq_status is not None and (lq_status.reason, lq_status.message) == ("Stopped", "LocalQueue is stopped")
+    cache.upsert_local_queue(local_queue())
+    assert names(schedule(cache, NOW)) == ["wl"]
+
+
+def test_deleted_local_queue_and_cluster_queue() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("wl", "20"))
+    schedule(cache, NOW)
+    cache.delete_cluster_queue("cq")
+    assert pending(schedule(cache, NOW)) == {"wl": ("Inadmissible", "ClusterQueue cq doesn't exist")}
+    cache.delete_local_queue("default", "user-queue")
+    assert pending(schedule(cache, NOW)) == {"wl": ("Inadmissible", "LocalQueue user-queue doesn't exist")}
+    assert cache.cluster_queue_status("cq") is None
+    assert cache.local_queue_status("default", "user-queue") is None
+
+
+def test_inactive_workloads_are_not_pending() -> None:
+    cache = seed_cache()
+    body = workload("off", "1").to_k8s()
+    body["spec"]["active"] = False
+    cache.upsert_workload(Workload.from_k8s(body))
+    assert schedule(cache, NOW) == CycleResult()
+
+
+# --- admission checks -------------------------------------------------------------------------------
+
+
+def check(name: str, active: bool) -> AdmissionCheck:
+    return AdmissionCheck.from_k8s(
+        {
+            "metadata": {"name": name},
+            "spec": {"controllerName": "kueue.x-k8s.io/multikueue"},
+            "status": {"conditions": [condition("Active", "True" if active else "False", "Active")]},
+        }
+    )
+
+
+def test_admission_checks_by_flavor() -> None:
+    cache = Cache()
+    cache.upsert_flavor(flavor("on-demand"))
+    cache.upsert_flavor(flavor("spot"))
+    strategy = {"admissionChecks": [{"name": "multikueue"}, {"name": "provisioning", "onFlavors": ["spot"]}]}
+    cache.upsert_cluster_queue(
+        cluster_queue(quotas={"on-demand": {"cpu": 2}, "spot": {"cpu": 8}}, admissionChecksStrategy=strategy)
+    )
+    cache.upsert_local_queue(local_queue())
+    cache.upsert_workload(workload("wl", "1"))
+    status = cache.cluster_queue_status("cq")
+    assert status is not None and (status.reason, status.message) == (
+        "AdmissionCheckNotFound",
+        "Can't admit new workloads: references missing AdmissionCheck(s): multikueue,provisioning.",
+    )
+    assert pending(schedule(cache, NOW)) == {"wl": ("Inadmissible", "ClusterQueue cq is inactive")}
+    cache.upsert_admission_check(check("multikueue", True))
+    cache.upsert_admission_check(check("provisioning", False))
+    status = cache.cluster_queue_status("cq")
+    assert status is not None and status.reason == "AdmissionCheckInactive"
+    assert status.message == "Can't admit new workloads: references inactive AdmissionCheck(s): provisioning."
+    cache.upsert_admission_check(check("provisioning", True))
+    cache.upsert_workload(workload("wl-spot", "5", age=-1))
+    result = schedule(cache, NOW)
+    assert [(d.key[1], d.admission_checks) for d in result.admitted] == [
+        ("wl", ["multikueue"]),
+        ("wl-spot", ["multikueue", "provisioning"]),
+    ]
+    status = cache.cluster_queue_status("cq")
+    assert status is not None
+    # Waiting for their checks: reserving, not admitted.
+    assert (status.reserving_workloads, status.admitted_workloads) == (2, 0)
+
+
+# --- accounting ---------------------------------------------------------------------------------------
+
+
+def test_assume_forget_and_confirmation_never_double_count() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("wl", "4"))
+    decision = schedule(cache, NOW).admitted[0]
+    key = decision.key
+    assert cache.is_assumed(key)
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(4)}
+    # A stale watch event without the admission keeps the assumption.
+    cache.upsert_workload(workload("wl", "4"))
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(4)}
+    # The write failed: forget, and the next cycle admits it again.
+    cache.forget(key)
+    assert cache.usage("cq") == {}
+    again = schedule(cache, NOW)
+    assert names(again) == ["wl"]
+    # Confirmed by the watch: counted once.
+    confirmed = confirm(cache, again.admitted[0])
+    assert not cache.is_assumed(key)
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(4)}
+    cache.upsert_workload(confirmed)
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(4)}
+    cache.forget(key)  # nothing assumed any more: no effect
+    assert cache.usage("cq") == {("default-flavor", "cpu"): Decimal(4)}
+    cache.delete_workload(key)
+    assert cache.usage("cq") == {}
+
+
+def test_already_admitted_workloads_from_the_watch_count_as_usage() -> None:
+    cache = seed_cache()
+    wl = workload("running", "6")
+    admission = {
+        "clusterQueue": "cq",
+        "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "6"}, "count": 1}],
+    }
+    conditions = [condition("QuotaReserved", "True", "QuotaReserved"), condition("Admitted", "True", "Admitted")]
+    cache.upsert_workload(with_status(wl, admission=admission, conditions=conditions))
+    cache.upsert_workload(workload("next", "4"))
+    result = schedule(cache, NOW)
+    assert result.admitted == []
+    assert "insufficient unused quota for cpu in flavor default-flavor, 1 more needed" in pending(result)["next"][1]
+
+
+def test_deleting_an_assumed_workload_frees_its_quota() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("a", "9", age=2))
+    cache.upsert_workload(workload("b", "9", age=1))
+    assert names(schedule(cache, NOW)) == ["a"]
+    cache.delete_workload(("default", "a"))
+    assert cache.usage("cq") == {}
+    assert names(schedule(cache, NOW)) == ["b"]
+
+
+def test_cluster_queue_and_local_queue_status() -> None:
+    cache = seed_cache()
+    cache.upsert_local_queue(local_queue("other-queue"))
+    cache.upsert_workload(workload("wl-1", "4", age=3))
+    cache.upsert_workload(workload("wl-2", "3", age=2, queue="other-queue"))
+    cache.upsert_workload(workload("wl-3", "4", age=1))
+    result = schedule(cache, NOW)
+    confirm(cache, result.admitted[0])  # wl-1 admitted; wl-2 only assumed
+    status = cache.cluster_queue_status("cq")
+    assert status is not None
+    assert (status.pending_workloads, status.reserving_workloads, status.admitted_workloads) == (1, 2, 2)
+    assert status.flavors_reservation == [
+        {"name": "default-flavor", "resources": [{"name": "cpu", "total": "7", "borrowed": "0"}]}
+    ]
+    assert status.status_fields()["flavorsUsage"] == [
+        {"name": "default-flavor", "resources": [{"name": "cpu", "total": "7", "borrowed": "0"}]}
+    ]
+    lq = cache.local_queue_status("default", "user-queue")
+    assert lq is not None
+    assert (lq.active, lq.reason, lq.message) == (True, "Ready", "Can submit new workloads to localQueue")
+    assert (lq.pending_workloads, lq.reserving_workloads, lq.admitted_workloads) == (1, 1, 1)
+    assert lq.flavors_reservation == [{"name": "default-flavor", "resources": [{"name": "cpu", "total": "4"}]}]
+    other = cache.local_queue_status("default", "other-queue")
+    assert other is not None
+    assert other.flavors_usage == [{"name": "default-flavor", "resources": [{"name": "cpu", "total": "3"}]}]
+
+
+def test_requeue_backoff_waits_until_requeue_at() -> None:
+    cache = seed_cache()
+    later = NOW + timedelta(seconds=60)
+    cache.upsert_workload(workload("wl", "1", requeueState={"count": 1, "requeueAt": later.isoformat()}))
+    result = schedule(cache, NOW)
+    assert result.admitted == [] and result.pending == []
+    assert result.next_cycle_at == later
+    assert names(schedule(cache, later)) == ["wl"]
+
+
+def test_bad_input_never_crashes_the_cycle() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("no-queue", "1", queue=""))
+    cache.upsert_workload(workload("zero-pods", "1", count=0))
+    body = workload("no-pod-sets", "1").to_k8s()
+    body["spec"]["podSets"] = []
+    cache.upsert_workload(Workload.from_k8s(body))
+    result = schedule(cache, NOW)
+    assert sorted(names(result)) == ["no-pod-sets", "zero-pods"]
+    assert pending(result) == {"no-queue": ("Inadmissible", "LocalQueue  doesn't exist")}
+
+
+# --- scale ---------------------------------------------------------------------------------------------
+
+
+def test_a_thousand_workloads() -> None:
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 500}})
+    for i in range(1000):
+        cache.upsert_workload(workload(f"wl-{i:04d}", "1", age=2000 - i))
+    started = time.perf_counter()
+    result = schedule(cache, NOW)
+    first_cycle = time.perf_counter() - started
+    assert len(result.admitted) == 500
+    assert result.admitted[0].key[1] == "wl-0000"
+    assert len(result.pending) == 500
+    assert first_cycle < 1.0
+    started = time.perf_counter()
+    assert schedule(cache, NOW) == CycleResult()
+    assert time.perf_counter() - started < 0.05
+
+
+# --- more changes that wake queues up --------------------------------------------------------------
+
+
+def test_invalid_pod_template_resources_are_reported() -> None:
+    cache = seed_cache()
+    body = workload("bad", "1").to_k8s()
+    body["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "2"},
+        "limits": {"cpu": "1"},
+    }
+    cache.upsert_workload(Workload.from_k8s(body))
+    body = workload("unparsable", "1").to_k8s()
+    body["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    cache.upsert_workload(Workload.from_k8s(body))
+    cache.upsert_workload(workload("good", "1"))
+    result = schedule(cache, NOW)
+    assert names(result) == ["good"]
+    messages = pending(result)
+    assert messages["bad"] == (
+        "Pending",
+        'resources validation failed: spec.podSets[0].template.spec.containers[0]: Invalid value: ["cpu"]: '
+        "requests must not exceed its limits",
+    )
+    assert messages["unparsable"][1].startswith(
+        "resources validation failed: spec.podSets[0].template.spec.containers[0].resources.requests[cpu]: "
+        "Invalid value: 'lots'"
+    )
+
+
+def test_more_quota_admits_on_the_next_cycle() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("big", "12"))
+    assert schedule(cache, NOW).admitted == []
+    cache.upsert_cluster_queue(cluster_queue(quotas={"default-flavor": {"cpu": 12}}))
+    assert names(schedule(cache, NOW)) == ["big"]
+
+
+def test_independent_queues_admit_in_the_same_cycle() -> None:
+    cache = Cache()
+    cache.upsert_flavor(flavor())
+    for name in ("cq-a", "cq-b"):
+        cache.upsert_cluster_queue(cluster_queue(name))
+        cache.upsert_local_queue(local_queue(f"queue-{name}", cq=name))
+    for i in range(3):
+        cache.upsert_workload(workload(f"a-{i}", "3", queue="queue-cq-a", age=10 - i))
+        cache.upsert_workload(workload(f"b-{i}", "3", queue="queue-cq-b", age=10 - i))
+    result = schedule(cache, NOW)
+    assert sorted(names(result)) == ["a-0", "a-1", "a-2", "b-0", "b-1", "b-2"]
+    assert [d.cluster_queue for d in result.admitted[:2]] == ["cq-a", "cq-b"]
+
+
+def test_hierarchical_cohorts_share_quota_through_their_parent() -> None:
+    from multikueue.api.cohort import Cohort
+
+    cache = Cache()
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(cluster_queue("cq-a", {"default-flavor": {"cpu": 2}}, cohortName="left"))
+    cache.upsert_cluster_queue(cluster_queue("cq-b", {"default-flavor": {"cpu": 6}}, cohortName="right"))
+    cache.upsert_local_queue(local_queue("queue-a", cq="cq-a"))
+    cache.upsert_workload(workload("a-1", "5", queue="queue-a"))
+    assert schedule(cache, NOW).admitted == []
+    for name in ("left", "right"):
+        cache.upsert_cohort(Cohort.from_k8s({"metadata": {"name": name}, "spec": {"parentName": "root"}}))
+    assert names(schedule(cache, NOW)) == ["a-1"]
+    status = cache.cluster_queue_status("cq-a")
+    assert status is not None
+    assert status.flavors_reservation[0]["resources"] == [{"name": "cpu", "total": "5", "borrowed": "3"}]
+
+
+def test_priority_class_change_reorders() -> None:
+    cache = seed_cache(queueingStrategy="StrictFIFO")
+    cache.upsert_workload(workload("blocker", "9", age=100))
+    schedule(cache, NOW)
+    labels = {"kueue.x-k8s.io/priority-class": "urgent"}
+    cache.upsert_workload(workload("first", "5", age=50))
+    cache.upsert_workload(workload("second", "5", age=10, labels=labels))
+    result = schedule(cache, NOW)
+    assert set(pending(result)) == {"first"}
+    cache.upsert_priority_class(WorkloadPriorityClass.from_k8s({"metadata": {"name": "urgent"}, "value": 10}))
+    result = schedule(cache, NOW)
+    assert set(pending(result)) == {"second"}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from multikueue.observability.logging import configure
 from multikueue.runtime.controller import DAEMON_FINALIZER, ControllerState, build_registry
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
-from multikueue.runtime import webhook
+from multikueue.runtime import login, webhook
 from multikueue.runtime.resources import CONFIG_MAPS, NAMESPACES
 
 log = structlog.get_logger(__name__)
@@ -74,8 +73,6 @@ async def run_controller(options: ControllerOptions) -> None:
     logging.getLogger("kopf").setLevel(logging.WARNING)
     if options.role not in ROLES:
         raise StartupError(f"--role must be one of {', '.join(ROLES)}")
-    if options.kubeconfig:
-        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's own login reads it too
     kube = AsyncKube(load_api_client(options.kubeconfig, pool_size=48), workers=48)
     try:
         try:
@@ -91,7 +88,7 @@ async def run_controller(options: ControllerOptions) -> None:
             role=options.role, namespace=options.namespace, config=loaded.config, kube=kube, events=events
         )
         registry = build_registry(state)
-        kopf.on.login(registry=registry)(kopf.login_via_client)
+        login.register(registry, kube.api)
         if options.webhook_port:
             webhook.register(registry, state.queue_has_multikueue_check)
 

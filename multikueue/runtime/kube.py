@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
@@ -19,6 +20,8 @@ from kubernetes.client.rest import ApiException
 
 T = TypeVar("T")
 
+#: Seconds for one request (connect, read); a hung connection must not hold a write slot forever.
+REQUEST_TIMEOUT = (5, 30)
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -81,21 +84,31 @@ class AsyncKube:
             base += f"/{sub}"
         return base
 
-    def _request(self, method: str, path: str, body: Any = None, content_type: str | None = None, query: list[tuple[str, str]] | None = None) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str | None = None,
+        query: list[tuple[str, str]] | None = None,
+    ) -> Any:
+        """One request through the client's auth and connection pool; JSON in, JSON out."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
-        data = self.api.call_api(
-            path,
-            method,
+        _, url, headers, body, _ = self.api.param_serialize(
+            method=method,
+            resource_path=path,
             query_params=query or [],
             header_params=headers,
             body=body,
             auth_settings=["BearerToken"],
-            response_type="object",
-            _return_http_data_only=True,
         )
-        return data
+        response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=REQUEST_TIMEOUT)
+        response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException(http_resp=response)
+        return json.loads(response.data) if response.data else None
 
     async def get(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any]:
         return await self.call(self._request, "GET", self._path(ref, namespace, name))

@@ -186,7 +186,7 @@ def test_cluster_queue_naming_missing_flavor(kueue: o.Kueue, namespace: str) -> 
     assert f"ClusterQueue {cq} is inactive" in message
     kueue.create(o.resource_flavor(f"default-{ns}"))
     o.wait_for(lambda: admitted(kueue, ns, "wl"), 15, what="admitted once the flavor exists")
-    assert o.is_true(kueue.get("ClusterQueue", cq), "Active")
+    o.wait_for(lambda: o.is_true(kueue.get("ClusterQueue", cq), "Active"), 15, what="ClusterQueue active again")
 
 
 def test_namespace_not_matching_selector(kueue: o.Kueue, namespace: str, integration_clusters: Clusters) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from multikueue.dev import kubeconfig, pki
 from multikueue.dev.binaries import Binaries
 from multikueue.dev.errors import DevEnvironmentError
+from multikueue.dev.paths import source_checkout
 from multikueue.dev.process import ManagedProcess, spawn, wait_until
 
 #: Offsets of each component's port from the cluster's base port.
@@ -253,6 +254,7 @@ class LocalCluster:
                     f"--server-address=127.0.0.1:{self.ports.kwok}",
                     "--node-ip=127.0.0.1",
                     "--cidr=10.244.0.0/16",
+                    f"--config={source_checkout() / 'hack' / 'kwok' / 'stages.yaml'}",
                 ],
                 logs / "kwok.log",
             )

@@ -41,9 +41,12 @@ class ControllerProcess:
     role: str
     log: Path
     extra_args: tuple[str, ...] = ()
+    #: Serve the Job admission webhooks (the API server reaches them on 127.0.0.1).
+    webhooks: bool = False
     process: ManagedProcess | None = None
     health_port: int = 0
     metrics_port: int = 0
+    webhook_port: int = 0
 
     def start(self, timeout: float = 60) -> "ControllerProcess":
         self.health_port = free_port()
@@ -63,6 +66,9 @@ class ControllerProcess:
             str(self.metrics_port),
             *self.extra_args,
         ]
+        if self.webhooks:
+            self.webhook_port = self.webhook_port or free_port()
+            argv += ["--webhook-port", str(self.webhook_port), "--webhook-host", "127.0.0.1"]
         self.process = spawn(f"{self.name}/controller", argv, self.log)
         wait_until(lambda: _healthy(self.health_port), timeout, 0.2, f"{self.name} controller /healthz", self.process)
         return self

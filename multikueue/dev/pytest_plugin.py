@@ -164,7 +164,8 @@ def _controllers(clusters: Clusters, directory: Path, roles: list[str]) -> list[
     started: list[ControllerProcess] = []
     try:
         for name, role, kubeconfig in zip(names, roles, clusters.kubeconfigs):
-            started.append(ControllerProcess(name, kubeconfig, role, directory / f"{name}-controller.log").start())
+            log = directory / f"{name}-controller.log"
+            started.append(ControllerProcess(name, kubeconfig, role, log, webhooks=role == "manager").start())
     except BaseException:
         for ctl in started:
             ctl.stop()

@@ -1,0 +1,123 @@
+"""The batch/v1 Job integration against a real apiserver (no job controller here).
+
+Without kube-controller-manager nothing runs the Jobs, which makes the
+integration's own writes easy to observe: suspend, unsuspend, node selectors,
+webhook defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from multikueue.dev import objects as o
+from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.pytest_plugin import Clusters
+from multikueue.jobs.naming import workload_name_for_owner
+from multikueue.runtime.webhook import CONFIGURATION_NAME
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def apis(integration_clusters: Clusters, integration_controller: ControllerProcess) -> tuple[o.Kueue, client.BatchV1Api]:
+    api = integration_clusters.manager
+    admission = client.AdmissionregistrationV1Api(api)
+
+    def webhook_ready() -> bool:
+        try:
+            config = admission.read_mutating_webhook_configuration(CONFIGURATION_NAME)
+        except ApiException:
+            return False
+        return bool(config.webhooks)
+
+    o.wait_for(webhook_ready, 30, what="the controller's MutatingWebhookConfiguration")
+    return o.Kueue(api), client.BatchV1Api(api)
+
+
+def queue(k: o.Kueue, ns: str, *, node_labels: dict[str, str] | None = None, checks: list[str] | None = None) -> None:
+    k.create(o.resource_flavor(f"flavor-{ns}", node_labels=node_labels))
+    k.create(o.cluster_queue(f"cq-{ns}", {f"flavor-{ns}": {"cpu": 8}}, checks=checks))
+    k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+
+
+def test_queued_job_gets_a_workload_and_starts_on_its_flavor(apis: tuple[o.Kueue, client.BatchV1Api], namespace: str) -> None:
+    k, batch = apis
+    ns = namespace
+    queue(k, ns, node_labels={"instance-type": "spot"})
+    created = batch.create_namespaced_job(ns, o.batch_job(ns, "train", "user-queue", {"cpu": "2"}, parallelism=2))
+    name = workload_name_for_owner("train", created.metadata.uid, "Job", "batch")
+    assert name.startswith("job-train-") and len(name) == len("job-train-") + 5
+    wl = o.wait_for(lambda: k.get_or_none("Workload", name, ns), 15, what="the Job's Workload")
+    assert wl["spec"]["podSets"][0]["count"] == 2
+    assert wl["spec"]["queueName"] == "user-queue"
+    assert wl["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == created.metadata.uid
+    o.wait_for(lambda: batch.read_namespaced_job("train", ns).spec.suspend is False, 15, what="Job unsuspended")
+    template = batch.read_namespaced_job("train", ns).spec.template
+    assert template.spec.node_selector == {"instance-type": "spot"}
+
+
+def test_webhook_suspends_queued_jobs_and_leaves_others(apis: tuple[o.Kueue, client.BatchV1Api], namespace: str) -> None:
+    k, batch = apis
+    ns = namespace
+    queued = batch.create_namespaced_job(ns, o.batch_job(ns, "queued", "missing-queue", {"cpu": "1"}, suspend=False))
+    assert queued.spec.suspend is True
+    assert queued.spec.managed_by is None  # the queue is unknown: nothing to default
+    free = batch.create_namespaced_job(ns, o.batch_job(ns, "free", None, {"cpu": "1"}, suspend=False))
+    assert free.spec.suspend is False
+
+
+def test_webhook_defaults_managed_by_for_multikueue_queues(apis: tuple[o.Kueue, client.BatchV1Api], namespace: str) -> None:
+    k, batch = apis
+    ns = namespace
+    check = f"mk-{ns}"
+    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+              "spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "none"}}})
+    queue(k, ns, checks=[check])
+    job: Any = None
+
+    def created() -> Any:
+        nonlocal job
+        # The controller learns about the queue from its watch; retry until it has.
+        body = o.batch_job(ns, f"mk-{len(k.list('Workload', ns))}", "user-queue", {"cpu": "1"}, suspend=False)
+        job = batch.create_namespaced_job(ns, body)
+        if job.spec.managed_by != "kueue.x-k8s.io/multikueue":
+            batch.delete_namespaced_job(job.metadata.name, ns)
+            return None
+        return job
+
+    job = o.wait_for(created, 15, interval=0.5, what="managedBy defaulted")
+    assert job.spec.suspend is True
+
+
+def test_webhook_refuses_an_invalid_queue_name(apis: tuple[o.Kueue, client.BatchV1Api], namespace: str) -> None:
+    _, batch = apis
+    with pytest.raises(ApiException) as err:
+        batch.create_namespaced_job(namespace, o.batch_job(namespace, "bad", "Not_A_Queue", {"cpu": "1"}))
+    assert err.value.status in (400, 422)
+    assert "kueue.x-k8s.io/queue-name" in err.value.body
+
+
+def test_job_on_prebuilt_workload_starts_and_is_suspended_again_on_eviction(apis: tuple[o.Kueue, client.BatchV1Api], namespace: str) -> None:
+    k, batch = apis
+    ns = namespace
+    queue(k, ns, node_labels={"pool": "a"})
+    body = o.batch_job(ns, "bound", None, {"cpu": "1"})
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": "pre"}
+    batch.create_namespaced_job(ns, body)
+    wl = o.workload(ns, "pre", "user-queue", {"cpu": "1"})
+    wl["spec"]["podSets"][0]["template"] = body["spec"]["template"]
+    k.create(wl)
+    o.wait_for(lambda: batch.read_namespaced_job("bound", ns).spec.suspend is False, 15, what="bound Job started")
+    assert batch.read_namespaced_job("bound", ns).spec.template.spec.node_selector == {"pool": "a"}
+    k.patch("Workload", "pre", {"spec": {"active": False}}, ns)
+    o.wait_for(lambda: batch.read_namespaced_job("bound", ns).spec.suspend is True, 15, what="Job suspended after eviction")
+    o.wait_for(
+        lambda: not batch.read_namespaced_job("bound", ns).spec.template.spec.node_selector,
+        15,
+        what="template restored",
+    )
+    assert not o.is_true(k.get("Workload", "pre", ns), "QuotaReserved")

@@ -78,20 +78,22 @@ def main() -> None:
             )
             clusters = ClusterSet.plan(options)
             started = time.monotonic()
-            clusters.up(options, binaries)
-            elapsed = time.monotonic() - started
-            starts.append(elapsed)
-            pids = [p.pid for c in clusters.clusters for p in c.processes]
-            idle = rss_mib(pids)
-            for worker in clusters.workers:
-                run_job(clusters.api(worker), f"bench-{run}")
-            loaded = rss_mib(pids)
+            try:
+                clusters.up(options, binaries)
+                elapsed = time.monotonic() - started
+                starts.append(elapsed)
+                pids = [p.pid for c in clusters.clusters for p in c.processes]
+                idle = rss_mib(pids)
+                for worker in clusters.workers:
+                    run_job(clusters.api(worker), f"bench-{run}")
+                loaded = rss_mib(pids)
+            finally:
+                clusters.down()
             phases = ", ".join(f"{k}={v:.2f}s" for k, v in clusters.timings.items())
             print(
                 f"run {run + 1}: up {elapsed:.2f}s ({phases}); "
                 f"RSS of {len(pids)} processes: {idle:.0f} MiB idle, {loaded:.0f} MiB after one Job per worker"
             )
-            clusters.down()
     print(
         f"warm start of manager + {args.workers} full workers: "
         f"median {statistics.median(starts):.2f}s, min {min(starts):.2f}s, max {max(starts):.2f}s over {len(starts)} runs"

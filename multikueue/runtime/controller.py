@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -60,8 +60,10 @@ log = structlog.get_logger(__name__)
 DAEMON_FINALIZER = "multikueue.x-k8s.io/controller"
 #: Coalesce bursts of events into one scheduling cycle.
 CYCLE_COALESCE_SECONDS = 0.005
-#: Bound on concurrent writes of one cycle.
+#: Bound on concurrent admission writes.
 WRITE_CONCURRENCY = 32
+#: Bound on concurrent "why it waits" writes: informative, so they yield to admissions.
+PENDING_WRITE_CONCURRENCY = 4
 
 
 def utcnow() -> datetime:
@@ -123,8 +125,13 @@ def _feed(
     model: type[KueueObject],
     upsert: Callable[[Any], None],
     delete: Callable[[Mapping[str, Any]], None],
+    then: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None,
 ) -> None:
-    """Keep the cache's copy of ``model`` objects current."""
+    """Keep the cache's copy of ``model`` objects current.
+
+    ``then`` runs after every non-deletion event, once the cache holds the
+    new state; one handler per kind keeps kopf's per-event overhead low.
+    """
 
     async def index(body: kopf.Body, **_: Any) -> None:
         obj = _parse(model, body)
@@ -136,6 +143,8 @@ def _feed(
         if event.get("type") == "DELETED":
             delete(event["object"]["metadata"])
             state.notify()
+        elif then is not None:
+            await then(event["object"]["metadata"])
 
     kopf.index(GROUP, VERSION, model.plural, registry=registry, id=f"feed_{model.plural}")(index)
     kopf.on.event(GROUP, VERSION, model.plural, registry=registry, id=f"forget_{model.plural}")(forget)
@@ -161,7 +170,12 @@ def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
         registry, state, AdmissionCheck, cache.upsert_admission_check, lambda m: cache.delete_admission_check(m["name"])
     )
     _feed(
-        registry, state, Workload, cache.upsert_workload, lambda m: cache.delete_workload((m["namespace"], m["name"]))
+        registry,
+        state,
+        Workload,
+        cache.upsert_workload,
+        lambda m: cache.delete_workload((m["namespace"], m["name"])),
+        then=lambda m: workload_changed(state, (m["namespace"], m["name"])),
     )
 
     @kopf.index("", "v1", "namespaces", registry=registry, id="feed_namespaces")
@@ -174,18 +188,6 @@ def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
         if event.get("type") == "DELETED":
             cache.delete_namespace(name)
             state.notify()
-
-    @kopf.on.event(GROUP, VERSION, "workloads", registry=registry, id="workload_lifecycle")
-    async def workload_lifecycle(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        if event.get("type") == "DELETED":
-            return
-        wl = _parse(Workload, body)
-        if not isinstance(wl, Workload):
-            return
-        update = lifecycle.next_update(wl, utcnow())
-        if update is not None:
-            await state.writer.apply(wl, update, utcnow())
-        await state.jobs.on_workload(wl)
 
     state.jobs.register(registry)
 
@@ -204,6 +206,17 @@ def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
         log.info("scheduling loop stopped")
 
     return registry
+
+
+async def workload_changed(state: ControllerState, key: tuple[str, str]) -> None:
+    """Apply the Workload's next lifecycle transition and reconcile its Job."""
+    wl = state.cache.workload(key)
+    if wl is None:
+        return
+    update = lifecycle.next_update(wl, utcnow())
+    if update is not None:
+        await state.writer.apply(wl, update, utcnow())
+    await state.jobs.on_workload(wl)
 
 
 async def _admit(state: ControllerState, decision: Any, gate: asyncio.Semaphore) -> None:
@@ -228,11 +241,12 @@ async def _admit(state: ControllerState, decision: Any, gate: asyncio.Semaphore)
             cluster_queue=decision.cluster_queue,
             checks=list(decision.admission_checks),
         )
+        # One Event per admission: when no check is pending it also says the Workload is admitted
+        # (upstream posts a second "Admitted" Event; the lifecycle handler does so when checks exist).
+        admitted = "" if decision.admission_checks else "; admitted (no admission checks)"
         state.events.record(
-            workload_ref(wl), "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {decision.cluster_queue}"
+            workload_ref(wl), "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {decision.cluster_queue}{admitted}"
         )
-        if not decision.admission_checks:
-            state.events.record(workload_ref(wl), "Normal", "Admitted", f"Admitted by ClusterQueue {decision.cluster_queue}")
 
 
 async def _pending(state: ControllerState, update: Any, gate: asyncio.Semaphore) -> None:
@@ -249,6 +263,7 @@ async def _pending(state: ControllerState, update: Any, gate: asyncio.Semaphore)
 
 async def run_scheduling(state: ControllerState, stopped: kopf.DaemonStopped) -> None:
     gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+    pending_gate = asyncio.Semaphore(PENDING_WRITE_CONCURRENCY)
     inflight: set[asyncio.Task[None]] = set()
     last_status = 0.0
     next_cycle_at: datetime | None = None
@@ -273,7 +288,7 @@ async def run_scheduling(state: ControllerState, stopped: kopf.DaemonStopped) ->
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         for update in result.pending:
-            task = asyncio.create_task(_pending(state, update, gate))
+            task = asyncio.create_task(_pending(state, update, pending_gate))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         if time.monotonic() - last_status > 0.5:

@@ -44,7 +44,7 @@ class EventRecorder:
         self._tasks: list[asyncio.Task[None]] = []
         self.dropped = 0
 
-    def start(self, posters: int = 4) -> None:
+    def start(self, posters: int = 2) -> None:
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._run(), name=f"event poster {i}") for i in range(posters)]
 

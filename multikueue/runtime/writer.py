@@ -55,10 +55,14 @@ class WorkloadWriter:
         return str(result["metadata"]["resourceVersion"])
 
     async def reserve(self, wl: Workload, status: dict[str, Any]) -> bool:
-        """Add the resource-in-use finalizer, then write the reservation. False if stale."""
+        """Write the reservation; False if the Workload changed meanwhile.
+
+        The resource-in-use finalizer, when missing (Jobs' Workloads have it
+        from creation), is added right after by the lifecycle handler, as
+        upstream's workload controller does: one write on the admission path.
+        """
         try:
-            rv = await self._finalizers(wl, wl.metadata.resource_version, add=True)
-            await self._status(wl, rv, status)
+            await self._status(wl, wl.metadata.resource_version, status)
             return True
         except ApiException as exc:
             if exc.status in STALE:

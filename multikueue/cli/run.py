@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 
 from multikueue.configuration import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE
 
@@ -20,7 +21,11 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         metavar="NAME",
         help="ClusterKopfPeering name for leader election between replicas (default: standalone)",
     )
-    run.add_argument("--priority", type=int, default=0, help="peering priority of this replica")
+    run.add_argument(
+        "--priority",
+        type=int,
+        help="peering priority of this replica; the highest acts (default: random, so replicas never tie)",
+    )
     run.add_argument("--webhook-port", type=int, default=0, help="serve the Job admission webhooks on this port (0: off)")
     run.add_argument("--webhook-host", default="127.0.0.1", help="address the API server uses to reach the webhooks")
     run.add_argument("--controller-log-level", default="INFO", help="level of the controller's JSON logs")
@@ -39,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
             health_port=args.health_port,
             metrics_port=args.metrics_port,
             peering=args.peering,
-            priority=args.priority,
+            priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
             log_level=args.controller_log_level,
             webhook_port=args.webhook_port,
             webhook_host=args.webhook_host,

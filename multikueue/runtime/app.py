@@ -19,16 +19,18 @@ from multikueue.configuration import (
     LoadedConfiguration,
     load_configuration,
 )
+from multikueue.observability import metrics
 from multikueue.observability.logging import configure
 from multikueue.runtime.controller import DAEMON_FINALIZER, ControllerState, build_registry
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
 from multikueue.runtime import login, webhook
-from multikueue.runtime.resources import CONFIG_MAPS, NAMESPACES
+from multikueue.runtime.resources import CONFIG_MAPS, NAMESPACES, PEERINGS
 
 log = structlog.get_logger(__name__)
 
 ROLES = ("manager", "worker")
+PEERING_LIFETIME_SECONDS = 15
 
 
 class StartupError(Exception):
@@ -68,6 +70,24 @@ async def read_configuration(kube: AsyncKube, namespace: str, name: str) -> Load
     return loaded
 
 
+async def ensure_peering(kube: AsyncKube, name: str) -> None:
+    """Create the ClusterKopfPeering object the replicas share, if it is missing."""
+    try:
+        if await kube.get_or_none(PEERINGS, None, name) is None:
+            body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
+            try:
+                await kube.create(PEERINGS, None, body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            log.info("peering object created", peering=name)
+    except ApiException as exc:
+        raise StartupError(
+            f"cannot use peering {name!r} ({exc.status} {exc.reason}): is the ClusterKopfPeering CRD "
+            "installed? Apply config/kopf, or run without --peering"
+        ) from None
+
+
 async def run_controller(options: ControllerOptions) -> None:
     configure(json_output=True, level=options.log_level)
     logging.getLogger("kopf").setLevel(logging.WARNING)
@@ -82,6 +102,8 @@ async def run_controller(options: ControllerOptions) -> None:
                 )
         except ApiException as exc:
             raise StartupError(f"cannot reach the API server: {exc.status} {exc.reason}") from None
+        if options.peering:
+            await ensure_peering(kube, options.peering)
         loaded = await read_configuration(kube, options.namespace, options.config_map)
         events = EventRecorder(kube, options.namespace)
         state = ControllerState(
@@ -98,6 +120,8 @@ async def run_controller(options: ControllerOptions) -> None:
             settings.batching.batch_window = 0.01
             settings.persistence.finalizer = DAEMON_FINALIZER
             settings.watching.server_timeout = 300
+            # A standby replica takes over this long after the active one stops renewing.
+            settings.peering.lifetime = PEERING_LIFETIME_SECONDS
             if options.webhook_port:
                 settings.admission.server = webhook.server(
                     webhook.WebhookOptions(port=options.webhook_port, host=options.webhook_host)
@@ -109,6 +133,7 @@ async def run_controller(options: ControllerOptions) -> None:
         async def stop_events(**_: Any) -> None:
             await events.stop()
 
+        metrics.serve(options.metrics_port)
         log.info("controller starting", role=options.role, namespace=options.namespace, peering=options.peering)
         await kopf.operator(
             registry=registry,

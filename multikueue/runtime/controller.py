@@ -49,6 +49,7 @@ from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.scheduler import schedule
 from multikueue.jobs.controller import JobReconciler
+from multikueue.observability import metrics
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.queue_status import QueueStatusWriter
@@ -235,6 +236,12 @@ async def _admit(state: ControllerState, decision: Any, gate: asyncio.Semaphore)
             state.cache.forget(decision.key)
             state.notify()
             return
+        metrics.QUOTA_RESERVED_WORKLOADS.labels(decision.cluster_queue).inc()
+        if not decision.admission_checks:
+            metrics.ADMITTED_WORKLOADS.labels(decision.cluster_queue).inc()
+        if wl.metadata.creation_timestamp is not None:
+            waited = (utcnow() - wl.metadata.creation_timestamp).total_seconds()
+            metrics.ADMISSION_WAIT.labels(decision.cluster_queue).observe(max(0.0, waited))
         log.info(
             "quota reserved",
             workload=f"{wl.namespace}/{wl.name}",
@@ -280,7 +287,8 @@ async def run_scheduling(state: ControllerState, stopped: kopf.DaemonStopped) ->
             break
         await asyncio.sleep(CYCLE_COALESCE_SECONDS)
         state.wake.clear()
-        result = schedule(state.cache, utcnow())
+        with metrics.SCHEDULING_CYCLE.time():
+            result = schedule(state.cache, utcnow())
         next_cycle_at = result.next_cycle_at
         state.cycles += 1
         for decision in result.admitted:

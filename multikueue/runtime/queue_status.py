@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from multikueue.api.constants import ACTIVE, ConditionStatus
 from multikueue.api.meta import Condition, find_condition
 from multikueue.core.cache import Cache
+from multikueue.observability import metrics
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.resources import CLUSTER_QUEUES, LOCAL_QUEUES
 
@@ -54,6 +55,8 @@ class QueueStatusWriter:
             view = self.cache.cluster_queue_status(name)
             if cq is None or view is None:
                 continue
+            metrics.PENDING_WORKLOADS.labels(name).set(view.pending_workloads)
+            metrics.RESERVING_WORKLOADS.labels(name).set(view.reserving_workloads)
             status = {
                 "conditions": [_active_condition(cq.status.conditions, view.active, view.reason, view.message)],
                 **view.status_fields(),

@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from multikueue.api.constants import Finalizers
 from multikueue.api.workload import Workload
 from multikueue.core.lifecycle import WorkloadUpdate
+from multikueue.observability import metrics
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.resources import WORKLOADS
@@ -98,5 +99,13 @@ class WorkloadWriter:
             raise
         for event in update.events:
             self.events.record(workload_ref(wl), event.type, event.reason, event.message)
+        if update.transition in ("retry", "rejected", "deactivated") and update.status is not None:
+            reason = next(
+                (c["reason"] for c in update.status.get("conditions", []) if c["type"] == "Evicted"), update.transition
+            )
+            metrics.EVICTED_WORKLOADS.labels(reason).inc()
+        elif update.transition == "admitted":
+            cq = wl.status.admission.cluster_queue if wl.status and wl.status.admission else ""
+            metrics.ADMITTED_WORKLOADS.labels(cq or "").inc()
         log.info("workload transition", workload=f"{wl.namespace}/{wl.name}", transition=update.transition)
         return True

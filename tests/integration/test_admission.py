@@ -258,3 +258,22 @@ def test_checks_ready_admit_retry_requeues_rejected_deactivates(kueue: o.Kueue, 
     o.wait_for(lambda: k.get("Workload", "wl2", ns)["spec"].get("active") is False, 15, what="deactivated on Rejected")
     o.wait_for(lambda: not reserved(k, ns, "wl2"), 15, what="quota released")
     assert o.condition(k.get("Workload", "wl2", ns), "Evicted")["reason"] == "DeactivatedDueToAdmissionCheck"
+
+
+def test_metrics_endpoint_counts_admissions(kueue: o.Kueue, namespace: str, integration_controller: ControllerProcess) -> None:
+    import urllib.request
+
+    ns = namespace
+    cq = setup_queue(kueue, ns)
+    kueue.create(o.workload(ns, "counted", "user-queue", {"cpu": "1"}))
+    o.wait_for(lambda: admitted(kueue, ns, "counted"), 15, what="admitted")
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{integration_controller.metrics_port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    line = f'kueue_admitted_workloads_total{{cluster_queue="{cq}"}} 1.0'
+    o.wait_for(lambda: line in scrape(), 10, what="admission counted")
+    text = scrape()
+    assert f'kueue_admission_wait_time_seconds_count{{cluster_queue="{cq}"}} 1.0' in text
+    assert "multikueue_scheduling_cycle_seconds_count" in text

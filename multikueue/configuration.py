@@ -23,6 +23,8 @@ from multikueue.api.meta import LabelSelector
 CONFIG_KEY = "controller_manager_config.yaml"
 DEFAULT_CONFIG_MAP = "multikueue-manager-config"
 DEFAULT_NAMESPACE = "kueue-system"
+#: ``integrations.frameworks`` entries this controller integrates.
+SUPPORTED_FRAMEWORKS = ("batch/job",)
 CONFIG_API_VERSIONS = ("config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1")
 
 _DURATION = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)")
@@ -87,12 +89,20 @@ class Configuration(_Section):
     multi_kueue: MultiKueueSettings = Field(default_factory=MultiKueueSettings)
 
     def unused_sections(self) -> list[str]:
-        """Keys present in the document that this controller does not act on (yet)."""
-        return (
+        """Settings present in the document that this controller does not act on (yet)."""
+        unused = (
             self.unknown_fields("")
             + self.integrations.unknown_fields(".integrations")
             + self.multi_kueue.unknown_fields(".multiKueue")
         )
+        if self.manage_jobs_without_queue_name:
+            unused.append(".manageJobsWithoutQueueName")
+        if self.managed_jobs_namespace_selector is not None:
+            unused.append(".managedJobsNamespaceSelector")
+        unused += [f".integrations.frameworks[{f}]" for f in self.integrations.frameworks if f not in SUPPORTED_FRAMEWORKS]
+        if "multi_kueue" in self.model_fields_set:
+            unused.append(".multiKueue (the MultiKueue admission check is not available yet)")
+        return unused
 
 
 class ConfigurationError(ValueError):

@@ -45,7 +45,13 @@ def test_upstream_document_is_accepted_and_unused_sections_reported() -> None:
     assert [f.name for f in config.multi_kueue.external_frameworks] == ["PipelineRun.v1.tekton.dev"]
     assert config.integrations.frameworks == ["batch/job", "kubeflow.org/mpijob"]
     assert config.managed_jobs_namespace_selector is not None
-    assert loaded.unused == [".health", ".integrations.podOptions"]
+    assert loaded.unused == [
+        ".health",
+        ".integrations.podOptions",
+        ".managedJobsNamespaceSelector",
+        ".integrations.frameworks[kubeflow.org/mpijob]",
+        ".multiKueue (the MultiKueue admission check is not available yet)",
+    ]
 
 
 @pytest.mark.parametrize("text", [None, "", "   \n"])

@@ -1,0 +1,1 @@
+"""Adapters: how MultiKueue creates, watches and deletes one kind of job on a worker."""

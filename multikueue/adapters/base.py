@@ -1,0 +1,33 @@
+"""The adapter protocol: what MultiKueue needs to know about one job kind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from multikueue.runtime.kube import ResourceRef
+
+
+class Adapter(Protocol):
+    """One job kind (GVK) that MultiKueue can dispatch.
+
+    All methods are pure: the admission-check controller does the I/O.
+    """
+
+    #: ``Kind.version.group``, e.g. ``Job.v1.batch``.
+    gvk: str
+    kind: str
+    api_version: str
+    ref: ResourceRef
+
+    def managed_by_multikueue(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the manager's object is to be run by MultiKueue (not by its local controller)."""
+        ...
+
+    def remote_copy(self, obj: Mapping[str, Any], *, origin: str, workload_name: str) -> dict[str, Any]:
+        """The object to create on the worker."""
+        ...
+
+    def status_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Merge patch of the local object's ``/status`` from the worker's copy; None when nothing changes."""
+        ...

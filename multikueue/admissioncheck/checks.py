@@ -1,0 +1,73 @@
+"""Whether a MultiKueue AdmissionCheck can work (pure).
+
+An AdmissionCheck with ``controllerName: kueue.x-k8s.io/multikueue`` is
+active when its parameters name an existing MultiKueueConfig and at least one
+of that config's clusters is connected; the message lists the clusters that
+are not, and why, so an admin sees at a glance which worker needs attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from multikueue.api.admissioncheck import AdmissionCheck
+from multikueue.api.constants import GROUP, AdmissionCheckReason, MultiKueue
+from multikueue.api.multikueue import MultiKueueConfig
+
+
+@dataclass(frozen=True)
+class ClusterHealth:
+    active: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckStatus:
+    active: bool
+    reason: str
+    message: str
+    config: str | None
+
+
+def config_name(check: AdmissionCheck) -> str | None:
+    params = check.spec.parameters
+    if params is None or params.kind != MultiKueue.CONFIG_KIND or params.api_group != GROUP or not params.name:
+        return None
+    return params.name
+
+
+def check_status(
+    check: AdmissionCheck,
+    configs: Mapping[str, MultiKueueConfig],
+    clusters: Mapping[str, ClusterHealth],
+) -> CheckStatus:
+    name = config_name(check)
+    if name is None:
+        return CheckStatus(
+            False,
+            AdmissionCheckReason.BAD_CONFIG,
+            f"spec.parameters must name a {MultiKueue.CONFIG_KIND} (apiGroup {GROUP}, kind {MultiKueue.CONFIG_KIND})",
+            None,
+        )
+    config = configs.get(name)
+    if config is None:
+        return CheckStatus(False, AdmissionCheckReason.BAD_CONFIG, f"MultiKueueConfig {name!r} not found", name)
+    members = list(config.spec.clusters or [])
+    if not members:
+        return CheckStatus(False, AdmissionCheckReason.NO_USABLE_CLUSTERS, f"MultiKueueConfig {name!r} lists no clusters", name)
+    inactive: list[str] = []
+    for member in members:
+        health = clusters.get(member)
+        if health is None:
+            inactive.append(f"{member} (MultiKueueCluster not found)")
+        elif not health.active:
+            inactive.append(f"{member} ({health.reason}: {health.message})")
+    if len(inactive) == len(members):
+        return CheckStatus(
+            False, AdmissionCheckReason.NO_USABLE_CLUSTERS, "No active clusters: " + "; ".join(inactive), name
+        )
+    if inactive:
+        return CheckStatus(True, AdmissionCheckReason.ACTIVE, "Inactive clusters: " + "; ".join(inactive), name)
+    return CheckStatus(True, AdmissionCheckReason.ACTIVE, "The admission check is active", name)

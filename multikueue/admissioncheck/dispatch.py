@@ -429,14 +429,16 @@ def _winner_unreachable(check: AdmissionCheckState, ctx: DispatchContext, winner
     (``remaining > 0`` waits). Unknown ``inactive_since`` (or no view at all)
     counts as "lost just now": the Workload stays Ready and the caller asks
     again after a full timeout; the I/O layer must report when it first
-    failed to reach the worker for the timeout to ever run out.
+    failed to reach the worker for the timeout to ever run out. Copies on
+    other reachable workers are deleted meanwhile, as while running.
     """
+    strays = _cleanup(ctx, keep=winner)
     view = ctx.views.get(winner)
     since = view.inactive_since if view is not None else None
     remaining = ctx.worker_lost_timeout if since is None else since + ctx.worker_lost_timeout - ctx.now
     if since is None or remaining > timedelta(0):
-        return Plan(requeue_after=remaining)
-    return Plan(tuple(_set_check(check, CheckState.RETRY, _lost_message(winner, since))))
+        return Plan(tuple(strays), requeue_after=remaining)
+    return Plan(tuple(strays + _set_check(check, CheckState.RETRY, _lost_message(winner, since))))
 
 
 def _pick_winner(ctx: DispatchContext) -> str | None:

@@ -100,8 +100,7 @@ class Configuration(_Section):
         if self.managed_jobs_namespace_selector is not None:
             unused.append(".managedJobsNamespaceSelector")
         unused += [f".integrations.frameworks[{f}]" for f in self.integrations.frameworks if f not in SUPPORTED_FRAMEWORKS]
-        if "multi_kueue" in self.model_fields_set:
-            unused.append(".multiKueue (the MultiKueue admission check is not available yet)")
+        unused += [f".multiKueue.externalFrameworks[{f.name}]" for f in self.multi_kueue.external_frameworks]
         return unused
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from multikueue.adapters.patch import merge_patch
 from multikueue.api.constants import MultiKueue
 from multikueue.jobs import batchjob
 from multikueue.jobs.batchjob_multikueue import StatusSync, remote_copy, status_for_manager, status_sync_action
@@ -26,8 +27,6 @@ class BatchJobAdapter:
     def status_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
         if status_sync_action(local, remote) is not StatusSync.SYNC:
             return None
-        wanted = status_for_manager(remote)
-        current = local.get("status") or {}
-        if all(current.get(k) == v for k, v in wanted.items()):
-            return None
-        return {"status": wanted}
+        wanted = {k: v for k, v in status_for_manager(remote).items() if v is not None}
+        patch = merge_patch(local.get("status") or {}, wanted)
+        return {"status": patch} if patch else None

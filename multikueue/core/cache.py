@@ -938,6 +938,10 @@ class Cache:
         entries.sort(key=lambda e: e.order)
         return entries
 
+    def workloads_items(self) -> list[tuple[WorkloadKey, Workload]]:
+        """Every Workload in the cache (a snapshot list, safe to iterate while the cache changes)."""
+        return list(self._workloads.items())
+
     def priority_class_value(self, name: str) -> int | None:
         """The value of a WorkloadPriorityClass, or None when it is unknown."""
         return self._priority_classes.get(name)

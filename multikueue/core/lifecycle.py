@@ -93,6 +93,19 @@ def reservation_status(
             last_transition_time=now,
         ),
     )
+    evicted = find_condition(conditions, EVICTED)
+    if evicted is not None and evicted.status == ConditionStatus.TRUE:
+        # As upstream's SetQuotaReservation: a new reservation ends the eviction.
+        set_condition(
+            conditions,
+            Condition(
+                type=EVICTED,
+                status=ConditionStatus.FALSE,
+                reason=WorkloadReason.QUOTA_RESERVED,
+                message="Previously: " + evicted.message,
+                last_transition_time=now,
+            ),
+        )
     existing = {c.name: c for c in _checks(wl)}
     checks = [
         existing.get(name)

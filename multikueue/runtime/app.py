@@ -130,8 +130,10 @@ async def run_controller(options: ControllerOptions) -> None:
             events.start()
 
         @kopf.on.cleanup(registry=registry)
-        async def stop_events(**_: Any) -> None:
+        async def stop_background(**_: Any) -> None:
             await events.stop()
+            if state.multikueue is not None:
+                await state.multikueue.stop()
 
         metrics.serve(options.metrics_port)
         log.info("controller starting", role=options.role, namespace=options.namespace, peering=options.peering)

@@ -48,6 +48,7 @@ from multikueue.configuration import Configuration
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.scheduler import schedule
+from multikueue.admissioncheck.controller import MultiKueueController
 from multikueue.jobs.controller import JobReconciler
 from multikueue.observability import metrics
 from multikueue.runtime.events import EventRecorder
@@ -88,6 +89,7 @@ class ControllerState:
         self.writer = WorkloadWriter(self.kube, self.events)
         self.queue_status = QueueStatusWriter(self.kube, self.cache)
         self.jobs = JobReconciler(self)
+        self.multikueue = MultiKueueController(self) if self.role == "manager" else None
 
     def notify(self) -> None:
         self.wake.set()
@@ -191,6 +193,8 @@ def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
             state.notify()
 
     state.jobs.register(registry)
+    if state.multikueue is not None:
+        state.multikueue.register(registry)
 
     @kopf.daemon(
         "",
@@ -218,6 +222,8 @@ async def workload_changed(state: ControllerState, key: tuple[str, str]) -> None
     if update is not None:
         await state.writer.apply(wl, update, utcnow())
     await state.jobs.on_workload(wl)
+    if state.multikueue is not None:
+        await state.multikueue.on_workload(wl)
 
 
 async def _admit(state: ControllerState, decision: Any, gate: asyncio.Semaphore) -> None:

@@ -50,7 +50,7 @@ def test_upstream_document_is_accepted_and_unused_sections_reported() -> None:
         ".integrations.podOptions",
         ".managedJobsNamespaceSelector",
         ".integrations.frameworks[kubeflow.org/mpijob]",
-        ".multiKueue (the MultiKueue admission check is not available yet)",
+        ".multiKueue.externalFrameworks[PipelineRun.v1.tekton.dev]",
     ]
 
 

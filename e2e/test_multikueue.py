@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client
 
 from multikueue.dev import objects as o
+from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.jobs.naming import workload_name_for_owner
@@ -75,3 +76,107 @@ def test_job_submitted_to_manager_runs_on_a_worker(e2e_clusters: Clusters, e2e_c
         o.wait_for(lambda api=api: o.Kueue(api).list("Workload", ns) == [], 60, what=f"worker{index} workloads cleaned up")
         o.wait_for(lambda api=api: client.BatchV1Api(api).list_namespaced_job(ns).items == [], 60, what=f"worker{index} jobs cleaned up")
     assert client.CoreV1Api(e2e_clusters.manager).list_namespaced_pod(ns).items == []
+
+
+def workload_of(batch: client.BatchV1Api, ns: str, name: str) -> str:
+    return workload_name_for_owner(name, batch.read_namespaced_job(name, ns).metadata.uid, "Job", "batch")
+
+
+def cluster_name(k: o.Kueue, ns: str, wl: str) -> str | None:
+    status = (k.get_or_none("Workload", wl, ns) or {}).get("status") or {}
+    return status.get("clusterName")
+
+
+def test_job_that_fits_only_worker2_lands_there(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    ns = namespace
+    setup_multikueue(e2e_clusters, ns, worker_cpu=(2, 8))
+    batch = client.BatchV1Api(e2e_clusters.manager)
+    batch.create_namespaced_job(ns, job(ns, "big", "4"))
+    wl = workload_of(batch, ns, "big")
+    manager = o.Kueue(e2e_clusters.manager)
+    assert o.wait_for(lambda: cluster_name(manager, ns, wl), 60, what="dispatched") == "worker2"
+    o.wait_for(lambda: complete(batch, ns, "big"), 60, what="Complete")
+
+
+class PodWatch:
+    """Counts the pods created per Job name on a worker (to prove no Job runs twice)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        import threading
+
+        self.pods: dict[str, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(api, namespace), daemon=True)
+        self._thread.start()
+
+    def _run(self, api: client.ApiClient, namespace: str) -> None:
+        from kubernetes import watch
+
+        core = client.CoreV1Api(api)
+        while not self._stop.is_set():
+            for event in watch.Watch().stream(core.list_namespaced_pod, namespace, timeout_seconds=5):
+                pod = event["object"]
+                name = (pod.metadata.labels or {}).get("job-name")
+                if name:
+                    self.pods.setdefault(name, set()).add(pod.metadata.name)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def test_hundred_jobs_spread_over_both_workers_and_run_once(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    ns = namespace
+    setup_multikueue(e2e_clusters, ns, worker_cpu=(8, 8))
+    watches = [PodWatch(e2e_clusters.worker(i), ns) for i in (1, 2)]
+    batch = client.BatchV1Api(e2e_clusters.manager)
+    names = [f"job-{i:03d}" for i in range(100)]
+    for name in names:
+        batch.create_namespaced_job(ns, job(ns, name, "1", run_for="1s"))
+    manager = o.Kueue(e2e_clusters.manager)
+    try:
+        o.wait_for(lambda: all(complete(batch, ns, n) for n in names), 300, interval=2, what="100 Jobs Complete")
+    except o.WaitTimeout:
+        stuck = [n for n in names if not complete(batch, ns, n)]
+        details = []
+        for n in stuck[:3]:
+            j = batch.read_namespaced_job(n, ns)
+            w = manager.get_or_none("Workload", workload_of(batch, ns, n), ns) or {}
+            details.append((n, j.spec.suspend, j.status.to_dict(), w.get("status")))
+        pytest.fail(f"{len(stuck)} Jobs not Complete: {details}")
+    placed = [cluster_name(manager, ns, workload_of(batch, ns, n)) for n in names]
+    assert set(placed) == {"worker1", "worker2"}, f"spread: {placed.count('worker1')} / {placed.count('worker2')}"
+    for w in watches:
+        w.stop()
+    runs = {n: sum(len(w.pods.get(n, ())) for w in watches) for n in names}
+    twice = {n: [sorted(w.pods.get(n, ())) for w in watches] for n, r in runs.items() if r != 1}
+    assert not twice, twice
+    assert all(batch.read_namespaced_job(n, ns).status.succeeded == 1 for n in names)
+
+
+def test_worker_lost_redispatches_and_stale_copy_is_removed(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    assert e2e_clusters.local is not None, "needs local clusters (it stops a worker's apiserver)"
+    ns = namespace
+    setup_multikueue(e2e_clusters, ns, worker_cpu=(8, 8))
+    batch = client.BatchV1Api(e2e_clusters.manager)
+    manager = o.Kueue(e2e_clusters.manager)
+    batch.create_namespaced_job(ns, job(ns, "survivor", "1", run_for="40s"))
+    wl = workload_of(batch, ns, "survivor")
+    first = o.wait_for(lambda: cluster_name(manager, ns, wl), 60, what="dispatched")
+    lost = e2e_clusters.local.cluster(first)
+    apiserver = next(p for p in lost.processes if p.name.endswith("/kube-apiserver"))
+    apiserver.stop(timeout=5)
+    try:
+        o.wait_for(
+            lambda: (o.condition(manager.get("MultiKueueCluster", first), "Active") or {}).get("status") == "False",
+            20,
+            what=f"{first} Active=False",
+        )
+        other = "worker2" if first == "worker1" else "worker1"
+        o.wait_for(lambda: cluster_name(manager, ns, wl) == other, 90, what=f"re-dispatched to {other}")
+    finally:
+        lost.processes.remove(apiserver)
+        lost.start_apiserver(ensure_binaries().binaries)
+        lost.wait_apiserver()
+    o.wait_for(lambda: complete(batch, ns, "survivor"), 120, what="Complete on the other worker")
+    back = o.Kueue(e2e_clusters.local.api(lost))
+    o.wait_for(lambda: back.list("Workload", ns) == [], 90, what=f"stale copy removed from {first}")

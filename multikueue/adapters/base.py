@@ -28,6 +28,18 @@ class Adapter(Protocol):
         """The object to create on the worker."""
         ...
 
-    def status_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Merge patch of the local object's ``/status`` from the worker's copy; None when nothing changes."""
+    def is_finished(self, remote: Mapping[str, Any]) -> bool:
+        """Whether the worker's object reached its final state (its last status can be copied)."""
         ...
+
+    def status_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Merge patch of the local object's ``/status`` from the worker's copy; None when nothing changes.
+
+        Raises :class:`SyncLater` when the local object is not ready to take
+        the worker's status yet (e.g. a Job still suspended on the manager).
+        """
+        ...
+
+
+class SyncLater(Exception):
+    """The status cannot be copied yet; try again shortly."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from multikueue.adapters.base import SyncLater
 from multikueue.adapters.patch import merge_patch
 from multikueue.api.constants import MultiKueue
 from multikueue.jobs import batchjob
@@ -24,9 +25,22 @@ class BatchJobAdapter:
     def remote_copy(self, obj: Mapping[str, Any], *, origin: str, workload_name: str) -> dict[str, Any]:
         return remote_copy(obj, origin=origin, workload_name=workload_name)
 
+    def is_finished(self, remote: Mapping[str, Any]) -> bool:
+        return batchjob.is_finished(remote) is not None
+
     def status_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
-        if status_sync_action(local, remote) is not StatusSync.SYNC:
+        action = status_sync_action(local, remote)
+        if action is StatusSync.RETRY_LATER:
+            raise SyncLater(f"the manager's Job {local['metadata']['name']} is still suspended")
+        if action is not StatusSync.SYNC:
             return None
         wanted = {k: v for k, v in status_for_manager(remote).items() if v is not None}
-        patch = merge_patch(local.get("status") or {}, wanted)
-        return {"status": patch} if patch else None
+        current = local.get("status") or {}
+        patch = merge_patch(current, wanted)
+        if not patch:
+            return None
+        # The API refuses a finished Job with uncounted pods: clear them explicitly, even if our copy
+        # of the manager's Job is older than what the API server has.
+        uncounted = wanted.get("uncountedTerminatedPods") or {}
+        patch["uncountedTerminatedPods"] = {key: uncounted.get(key) for key in ("succeeded", "failed")}
+        return {"status": patch}

@@ -23,7 +23,7 @@ import structlog
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from multikueue.adapters.base import Adapter
+from multikueue.adapters.base import Adapter, SyncLater
 from multikueue.adapters.batchjob import BatchJobAdapter
 from multikueue.admissioncheck import dispatch
 from multikueue.admissioncheck.checks import ClusterHealth, check_status, config_name
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 WorkloadKey = tuple[str, str]
+#: How soon to retry a status copy that had to wait (the manager's job not started yet).
+SYNC_RETRY_SECONDS = 1.0
 
 
 def utcnow() -> datetime:
@@ -368,23 +370,36 @@ class MultiKueueController:
     async def _apply(
         self, wl: Workload, plan: dispatch.Plan, plan_check: str, adapter: Adapter | None, owner: Mapping[str, Any] | None
     ) -> None:
+        """Write the local status first, then act on the workers.
+
+        The local status (clusterName, nominated clusters, the check's state)
+        is the commit point: it is written with the resourceVersion the plan
+        was made on, so a plan made on a stale copy fails here (409) before it
+        touches any worker, and once a winner is recorded every later decision
+        sees it, even after a restart.
+        """
         namespace, name = wl.namespace or "", wl.name
         status: dict[str, Any] = {}
         checks = [c.model_copy() for c in (wl.status.admission_checks or [])] if wl.status else []
+        events: list[tuple[str, str, str]] = []
+        remote_actions: list[Any] = []
         for action in plan.actions:
-            if isinstance(action, (dispatch.SetCheckState, dispatch.SetNominatedClusters, dispatch.SetClusterName)):
-                if isinstance(action, dispatch.SetCheckState):
-                    self._set_check(checks, plan_check, action)
-                    status["admissionChecks"] = [c.to_dict() for c in checks]
-                    self._event(wl, "Normal" if action.state != "Rejected" else "Warning", f"MultiKueue{action.state}", action.message)
-                elif isinstance(action, dispatch.SetNominatedClusters):
-                    status["nominatedClusterNames"] = list(action.names) or None
-                else:
-                    status["clusterName"] = action.name
-                continue
-            if status:
-                wl = await self._write_status(wl, status)
-                status = {}
+            if isinstance(action, dispatch.SetCheckState):
+                self._set_check(checks, plan_check, action)
+                status["admissionChecks"] = [c.to_dict() for c in checks]
+                kind = "Warning" if action.state in ("Rejected", "Retry") else "Normal"
+                events.append((kind, f"MultiKueue{action.state}", action.message))
+            elif isinstance(action, dispatch.SetNominatedClusters):
+                status["nominatedClusterNames"] = list(action.names) or None
+            elif isinstance(action, dispatch.SetClusterName):
+                status["clusterName"] = action.name
+            else:
+                remote_actions.append(action)
+        if status:
+            wl = await self._write_status(wl, status)
+            for kind, reason, message in events:
+                self._event(wl, kind, reason, message)
+        for action in remote_actions:
             remote = self.clusters.get(action.cluster)
             if remote is None or remote.kube is None:
                 return
@@ -399,7 +414,6 @@ class MultiKueueController:
                     return
                 body = adapter.remote_copy(owner, origin=self.origin, workload_name=name)
                 await _create(remote, adapter.ref, namespace, body)
-                log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, gvk=adapter.gvk)
                 self._event(wl, "Normal", "MultiKueueDispatched", f"{adapter.kind} created on worker {remote.name}")
             elif isinstance(action, dispatch.DeleteRemoteJob):
                 if adapter is None or owner is None:
@@ -408,12 +422,14 @@ class MultiKueueController:
                 if job is not None and (job["metadata"].get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == self.origin:
                     await remote.kube.delete(adapter.ref, namespace, job["metadata"]["name"])
             elif isinstance(action, dispatch.SyncJobStatus):
-                await self._sync_job(remote, adapter, owner)
+                if not await self._sync_job(remote, adapter, owner):
+                    self.schedule((namespace, name), delay=SYNC_RETRY_SECONDS)
             elif isinstance(action, dispatch.FinishLocal):
-                await self._sync_job(remote, adapter, owner)
-                await self._finish(wl, action)
-        if status:
-            await self._write_status(wl, status)
+                # The final status must reach the manager's object before its Workload finishes.
+                if not await self._sync_job(remote, adapter, owner, final=True):
+                    self.schedule((namespace, name), delay=SYNC_RETRY_SECONDS)
+                    return
+                wl = await self._finish(wl, action)
 
     @staticmethod
     def _set_check(checks: list[Any], name: str, action: dispatch.SetCheckState) -> None:
@@ -433,35 +449,41 @@ class MultiKueueController:
         patch = {"metadata": {"resourceVersion": wl.metadata.resource_version}, "status": status}
         result = await self.state.kube.patch(WORKLOADS, wl.namespace, wl.name, patch, status=True)
         updated = Workload.from_k8s(result)
+        # Decide on what was just written, not on the cache's older copy; the watch
+        # event carrying the same resourceVersion changes nothing.
+        self.state.cache.upsert_workload(updated)
         return updated
 
-    async def _sync_job(self, remote: RemoteCluster, adapter: Adapter | None, owner: Mapping[str, Any] | None) -> None:
+    async def _sync_job(
+        self, remote: RemoteCluster, adapter: Adapter | None, owner: Mapping[str, Any] | None, *, final: bool = False
+    ) -> bool:
+        """Copy the worker job's status to the manager's; False when it has to wait."""
         if adapter is None or owner is None:
-            return
+            return True
         meta = owner["metadata"]
         remote_job = remote.jobs.get((adapter.ref.plural, (meta["namespace"], meta["name"])))
         if remote_job is None:
-            return
-        patch = adapter.status_patch(owner, remote_job)
-        if patch is None:
-            return
-        await self.state.kube.patch(adapter.ref, meta["namespace"], meta["name"], patch, status=True)
+            return True
+        if final and not adapter.is_finished(remote_job):
+            return False  # the job's own final event is still on its way
+        try:
+            patch = adapter.status_patch(owner, remote_job)
+        except SyncLater:
+            return False
+        if patch is not None:
+            await self.state.kube.patch(adapter.ref, meta["namespace"], meta["name"], patch, status=True)
+        return True
 
-    async def _finish(self, wl: Workload, action: dispatch.FinishLocal) -> None:
+    async def _finish(self, wl: Workload, action: dispatch.FinishLocal) -> Workload:
         conditions = [c.to_dict() for c in (wl.status.conditions or [])] if wl.status else []
         conditions = [c for c in conditions if c["type"] != "Finished"] + [
             Condition(
                 type="Finished", status=ConditionStatus.TRUE, reason=action.reason, message=action.message, last_transition_time=utcnow()
             ).to_dict()
         ]
-        await self.state.kube.patch(
-            WORKLOADS,
-            wl.namespace,
-            wl.name,
-            {"metadata": {"resourceVersion": wl.metadata.resource_version}, "status": {"conditions": conditions}},
-            status=True,
-        )
+        updated = await self._write_status(wl, {"conditions": conditions})
         self._event(wl, "Normal", "MultiKueueFinished", f"finished on worker {action.cluster}: {action.reason}: {action.message}")
+        return updated
 
     def _event(self, wl: Workload, type_: str, reason: str, message: str) -> None:
         self.state.events.record(workload_ref(wl), type_, reason, message)

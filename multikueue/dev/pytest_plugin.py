@@ -68,10 +68,12 @@ class Clusters:
     """The clusters a test talks to: admin kubeconfigs, manager first, then the workers."""
 
     kubeconfigs: list[Path]
+    #: The local control planes behind them (None for kind clusters).
+    local: ClusterSet | None = None
 
     @classmethod
     def of(cls, clusters: ClusterSet) -> "Clusters":
-        return cls([c.kubeconfig_path for c in clusters.clusters])
+        return cls([c.kubeconfig_path for c in clusters.clusters], clusters)
 
     @staticmethod
     def _api(path: Path) -> client.ApiClient:
@@ -183,9 +185,30 @@ def integration_controller(integration_clusters: Clusters, tmp_path_factory: pyt
         ctl.stop()
 
 
+#: The e2e manager's configuration: timings short enough for tests to watch them happen.
+E2E_MANAGER_CONFIG = """apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+multiKueue:
+  origin: multikueue-e2e
+  gcInterval: 10s
+  workerLostTimeout: 20s
+"""
+
+
 @pytest.fixture(scope="session")
 def e2e_controllers(e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ControllerProcess]]:
     """Our controller on every e2e cluster: the manager role on the manager, the worker role on workers."""
+    wiring.apply(
+        e2e_clusters.manager,
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "multikueue-manager-config", "namespace": wiring.CONTROLLER_NAMESPACE},
+                "data": {"controller_manager_config.yaml": E2E_MANAGER_CONFIG},
+            }
+        ],
+    )
     roles = ["manager"] + ["worker"] * (len(e2e_clusters.kubeconfigs) - 1)
     controllers = _controllers(e2e_clusters, tmp_path_factory.mktemp("controllers"), roles)
     try:

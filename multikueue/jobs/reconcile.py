@@ -88,6 +88,10 @@ def decide(
             )
         return JobAction(Step.NONE)
 
+    if workload.is_condition_true(WorkloadConditionType.FINISHED):
+        # Finished elsewhere (e.g. on a MultiKueue worker): its final status arrives by sync, never stop it.
+        return JobAction(Step.NONE)
+
     if not prebuilt and not holds_quota(workload) and not batchjob.equivalent(job, workload):
         return JobAction(Step.RECREATE_WORKLOAD, message="the Job changed; its Workload is replaced")
 

@@ -180,3 +180,33 @@ def test_worker_lost_redispatches_and_stale_copy_is_removed(e2e_clusters: Cluste
     o.wait_for(lambda: complete(batch, ns, "survivor"), 120, what="Complete on the other worker")
     back = o.Kueue(e2e_clusters.local.api(lost))
     o.wait_for(lambda: back.list("Workload", ns) == [], 90, what=f"stale copy removed from {first}")
+
+
+def test_manager_restart_mid_dispatch_duplicates_nothing(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    ns = namespace
+    setup_multikueue(e2e_clusters, ns, worker_cpu=(4, 4))
+    watches = [PodWatch(e2e_clusters.worker(i), ns) for i in (1, 2)]
+    batch = client.BatchV1Api(e2e_clusters.manager)
+    manager_ctl = e2e_controllers[0]
+    names = [f"job-{i:02d}" for i in range(30)]
+    for name in names:
+        batch.create_namespaced_job(ns, job(ns, name, "1", run_for="3s"))
+    manager = o.Kueue(e2e_clusters.manager)
+    o.wait_for(
+        lambda: sum(bool(cluster_name(manager, ns, workload_of(batch, ns, n))) for n in names) >= 5,
+        60,
+        what="dispatch under way",
+    )
+    manager_ctl.kill()
+    import time
+
+    time.sleep(3)
+    manager_ctl.start()
+    o.wait_for(lambda: all(complete(batch, ns, n) for n in names), 240, interval=2, what="all Jobs Complete after the restart")
+    for w in watches:
+        w.stop()
+    runs = {n: sum(len(w.pods.get(n, ())) for w in watches) for n in names}
+    assert set(runs.values()) == {1}, {n: r for n, r in runs.items() if r != 1}
+    for index in (1, 2):
+        api = e2e_clusters.worker(index)
+        o.wait_for(lambda api=api: o.Kueue(api).list("Workload", ns) == [], 60, what=f"worker{index} cleaned up")

@@ -132,18 +132,23 @@ def e2e_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 
 @pytest.fixture(scope="session")
-def upstream_crd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
-    """An apiserver with upstream Kueue's v1beta2 CRDs instead of ours."""
+def upstream_crd_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    """One apiserver with upstream Kueue's v1beta2 CRDs instead of ours."""
     crds = wiring.load_documents(reference_dir() / "kueue-v1beta2-crds")
     clusters = _start(
         tmp_path_factory.mktemp("clusters"), "upstream", ClusterSetOptions(workers=0, full=False, wire=False, install_crds=False)
     )
     try:
-        api = clusters.api(clusters.manager)
-        wiring.install_crds(api, crds)
-        yield api
+        wiring.install_crds(clusters.api(clusters.manager), crds)
+        yield Clusters.of(clusters)
     finally:
         clusters.down()
+
+
+@pytest.fixture(scope="session")
+def upstream_crd_cluster(upstream_crd_clusters: Clusters) -> client.ApiClient:
+    """An API client for the apiserver with upstream's CRDs."""
+    return upstream_crd_clusters.manager
 
 
 def _create_namespace(api: client.ApiClient, name: str) -> None:

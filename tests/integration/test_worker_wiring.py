@@ -35,7 +35,8 @@ def test_manager_lists_one_multikueuecluster_per_worker(integration_clusters: Cl
     items = client.CustomObjectsApi(integration_clusters.manager).list_cluster_custom_object(
         GROUP, VERSION, "multikueueclusters"
     )["items"]
-    assert sorted(i["metadata"]["name"] for i in items) == ["worker1", "worker2"]
+    names = {i["metadata"]["name"] for i in items}
+    assert {"worker1", "worker2"} <= names  # other tests add their own
 
 
 @pytest.mark.parametrize("index", [1, 2])

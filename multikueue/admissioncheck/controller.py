@@ -178,27 +178,32 @@ class MultiKueueController:
         if name:
             self.schedule((namespace, name))
 
-    async def _write_cluster_status(self, remote: RemoteCluster) -> None:
-        state = remote.state
-        key = ("mkc", remote.name)
-        wanted = (state.active, state.reason, state.message)
+    async def _write_active(
+        self, ref: Any, name: str, active: bool, reason: str, message: str, since: datetime | None = None
+    ) -> None:
+        """Write the object's ``Active`` condition unless this process already wrote the same one."""
+        key = (ref.plural, name)
+        wanted = (active, reason, message)
         if self._status_written.get(key) == wanted:
             return
         condition = Condition(
             type=ACTIVE,
-            status=ConditionStatus.TRUE if state.active else ConditionStatus.FALSE,
-            reason=state.reason,
-            message=state.message,
-            last_transition_time=utcnow() if state.active else (state.inactive_since or utcnow()),
+            status=ConditionStatus.TRUE if active else ConditionStatus.FALSE,
+            reason=reason,
+            message=message,
+            last_transition_time=since or utcnow(),
         )
         try:
-            await self.state.kube.patch(
-                MULTIKUEUE_CLUSTERS, None, remote.name, {"status": {"conditions": [condition.to_dict()]}}, status=True
-            )
+            await self.state.kube.patch(ref, None, name, {"status": {"conditions": [condition.to_dict()]}}, status=True)
             self._status_written[key] = wanted
         except ApiException as exc:
             if exc.status != 404:
-                log.warning("MultiKueueCluster status not written", cluster=remote.name, status=exc.status)
+                log.warning("Active condition not written", kind=ref.plural, name=name, status=exc.status)
+
+    async def _write_cluster_status(self, remote: RemoteCluster) -> None:
+        state = remote.state
+        since = None if state.active else state.inactive_since
+        await self._write_active(MULTIKUEUE_CLUSTERS, remote.name, state.active, state.reason, state.message, since)
 
     def _health(self) -> dict[str, ClusterHealth]:
         return {
@@ -212,29 +217,15 @@ class MultiKueueController:
 
     async def _write_check_status(self, check: AdmissionCheck) -> None:
         status = check_status(check, self.configs, self._health())
-        key = ("ac", check.name)
-        wanted = (status.active, status.reason, status.message)
         current = find_condition(check.status.conditions, ACTIVE)
-        if self._status_written.get(key) == wanted:
+        if current is not None and (current.status == ConditionStatus.TRUE, current.reason, current.message) == (
+            status.active,
+            status.reason,
+            status.message,
+        ):
+            self._status_written[(ADMISSION_CHECKS.plural, check.name)] = (status.active, status.reason, status.message)
             return
-        if current is not None and (current.status == ConditionStatus.TRUE, current.reason, current.message) == wanted:
-            self._status_written[key] = wanted
-            return
-        condition = Condition(
-            type=ACTIVE,
-            status=ConditionStatus.TRUE if status.active else ConditionStatus.FALSE,
-            reason=status.reason,
-            message=status.message,
-            last_transition_time=utcnow(),
-        )
-        try:
-            await self.state.kube.patch(
-                ADMISSION_CHECKS, None, check.name, {"status": {"conditions": [condition.to_dict()]}}, status=True
-            )
-            self._status_written[key] = wanted
-        except ApiException as exc:
-            if exc.status != 404:
-                log.warning("AdmissionCheck status not written", check=check.name, status=exc.status)
+        await self._write_active(ADMISSION_CHECKS, check.name, status.active, status.reason, status.message)
 
     # -- workloads ---------------------------------------------------------------
 

@@ -129,14 +129,8 @@ class PendingWorkload:
 
 
 @dataclass(frozen=True)
-class ClusterQueueStatusView:
-    """What to write to a ClusterQueue's status (besides condition timestamps).
-
-    ``flavors_reservation`` counts every Workload holding quota (assumed
-    ones included); ``flavors_usage`` only admitted ones. Both are in the
-    API's shape, ``[{"name", "resources": [{"name", "total", "borrowed"}]}]``,
-    one entry per flavor and covered resource of ``spec.resourceGroups``.
-    """
+class QueueStatusView:
+    """What to write to a queue's status (besides condition timestamps)."""
 
     active: bool
     reason: str
@@ -159,32 +153,24 @@ class ClusterQueueStatusView:
 
 
 @dataclass(frozen=True)
-class LocalQueueStatusView:
-    """What to write to a LocalQueue's status: counts and usage of its own Workloads.
+class ClusterQueueStatusView(QueueStatusView):
+    """A ClusterQueue's status.
+
+    ``flavors_reservation`` counts every Workload holding quota (assumed
+    ones included); ``flavors_usage`` only admitted ones. Both are in the
+    API's shape, ``[{"name", "resources": [{"name", "total", "borrowed"}]}]``,
+    one entry per flavor and covered resource of ``spec.resourceGroups``.
+    """
+
+
+@dataclass(frozen=True)
+class LocalQueueStatusView(QueueStatusView):
+    """A LocalQueue's status: counts and usage of its own Workloads.
 
     Usage lists have the API's LocalQueue shape ``[{"name", "resources":
     [{"name", "total"}]}]`` over the flavors of its ClusterQueue (empty
     when that ClusterQueue does not exist).
     """
-
-    active: bool
-    reason: str
-    message: str
-    pending_workloads: int
-    reserving_workloads: int
-    admitted_workloads: int
-    flavors_reservation: list[dict[str, Any]]
-    flavors_usage: list[dict[str, Any]]
-
-    def status_fields(self) -> dict[str, Any]:
-        """The status fields other than ``conditions``, camelCase, ready for a merge patch."""
-        return {
-            "pendingWorkloads": self.pending_workloads,
-            "reservingWorkloads": self.reserving_workloads,
-            "admittedWorkloads": self.admitted_workloads,
-            "flavorsReservation": self.flavors_reservation,
-            "flavorsUsage": self.flavors_usage,
-        }
 
 
 @dataclass

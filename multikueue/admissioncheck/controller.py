@@ -394,21 +394,49 @@ class MultiKueueController:
             remote = self.clusters.get(action.cluster)
             if remote is None or remote.kube is None:
                 return
-            if isinstance(action, dispatch.CreateRemoteWorkload):
-                await _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=self.origin))
-                log.info("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
-            elif isinstance(action, dispatch.DeleteRemoteWorkload):
-                await remote.kube.delete(WORKLOADS, namespace, name)
-                log.info("remote workload deleted", workload=f"{namespace}/{name}", cluster=remote.name)
-            elif isinstance(action, dispatch.CreateRemoteJob):
-                if adapter is None or owner is None:
-                    return
-                body = adapter.remote_copy(owner, origin=self.origin, workload_name=name)
-                await _create(remote, adapter.ref, namespace, body)
-                self._event(wl, "Normal", "MultiKueueDispatched", f"{adapter.kind} created on worker {remote.name}")
-            elif isinstance(action, dispatch.DeleteRemoteJob):
-                if adapter is None or owner is None:
-                    continue
+            try:
+                wl = await self._remote_action(wl, action, remote, adapter, owner)
+            except ApiException as exc:
+                if exc.status in (403, 404, 422):
+                    # A missing namespace, CRD or permission on the worker: say so where the user looks.
+                    await self._report(wl, plan_check, f"Worker {remote.name!r}: {type(action).__name__} failed: {_api_message(exc)}")
+                raise
+            if wl is None:
+                return
+
+    async def _report(self, wl: Workload, check: str, message: str) -> None:
+        """Put ``message`` on the check (state unchanged) unless it already says so."""
+        current = next((c for c in (wl.status.admission_checks or []) if c.name == check), None) if wl.status else None
+        if current is None or current.message == message:
+            return
+        checks = [c.model_copy(update={"message": message}) if c.name == check else c for c in wl.status.admission_checks or []]
+        try:
+            await self._write_status(wl, {"admissionChecks": [c.to_dict() for c in checks]})
+            self._event(wl, "Warning", "MultiKueueWorkerError", message)
+        except ApiException:
+            pass
+
+    async def _remote_action(
+        self, wl: Workload, action: Any, remote: RemoteCluster, adapter: Adapter | None, owner: Mapping[str, Any] | None
+    ) -> Workload | None:
+        """Carry out one worker-side action; None stops the plan here."""
+        assert remote.kube is not None
+        namespace, name = wl.namespace or "", wl.name
+        if isinstance(action, dispatch.CreateRemoteWorkload):
+            await _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=self.origin))
+            log.info("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
+        elif isinstance(action, dispatch.DeleteRemoteWorkload):
+            await remote.kube.delete(WORKLOADS, namespace, name)
+            log.info("remote workload deleted", workload=f"{namespace}/{name}", cluster=remote.name)
+        elif isinstance(action, dispatch.CreateRemoteJob):
+            if adapter is None or owner is None:
+                return None
+            body = adapter.remote_copy(owner, origin=self.origin, workload_name=name)
+            await _create(remote, adapter.ref, namespace, body)
+            self._event(wl, "Normal", "MultiKueueDispatched", f"{adapter.kind} created on worker {remote.name}")
+        elif isinstance(action, dispatch.DeleteRemoteJob):
+            if adapter is None or owner is None:
+                return wl
                 job = remote.jobs.get((adapter.ref.plural, (namespace, owner["metadata"]["name"])))
                 if job is not None and (job["metadata"].get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == self.origin:
                     await remote.kube.delete(adapter.ref, namespace, job["metadata"]["name"])
@@ -419,8 +447,9 @@ class MultiKueueController:
                 # The final status must reach the manager's object before its Workload finishes.
                 if not await self._sync_job(remote, adapter, owner, final=True):
                     self.schedule((namespace, name), delay=SYNC_RETRY_SECONDS)
-                    return
+                    return None
                 wl = await self._finish(wl, action)
+        return wl
 
     @staticmethod
     def _set_check(checks: list[Any], name: str, action: dispatch.SetCheckState) -> None:

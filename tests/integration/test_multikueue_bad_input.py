@@ -111,3 +111,30 @@ def test_config_naming_a_missing_cluster_and_check_naming_a_missing_config(k: o.
 def test_controller_survived_all_of_it(integration_controller: ControllerProcess) -> None:
     assert integration_controller.alive
     assert "Traceback" not in integration_controller.logs()
+
+
+def test_namespace_missing_on_the_worker_shows_in_the_check_message(
+    k: o.Kueue, integration_clusters: Clusters, namespace: str
+) -> None:
+    solo = f"solo-{namespace}"  # exists on the manager only
+    client.CoreV1Api(integration_clusters.manager).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=solo)))
+    check, config = f"mk-{solo}", f"cfg-{solo}"
+    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": config}, "spec": {"clusters": ["worker1"]}})
+    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+              "spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}})
+    k.create(o.resource_flavor(f"default-{solo}"))
+    k.create(o.cluster_queue(f"cq-{solo}", {f"default-{solo}": {"cpu": 4}}, checks=[check]))
+    k.create(o.local_queue(solo, "user-queue", f"cq-{solo}"))
+    o.wait_for(lambda: (active(k, "AdmissionCheck", check) or ("",))[0] == "True", 30, what="check active")
+    job = o.batch_job(solo, "lonely", "user-queue", {"cpu": "1"}, managed_by="kueue.x-k8s.io/multikueue")
+    client.BatchV1Api(integration_clusters.manager).create_namespaced_job(solo, job)
+
+    def message() -> str:
+        for wl in k.list("Workload", solo):
+            for state in (wl.get("status") or {}).get("admissionChecks") or []:
+                if "Worker 'worker1'" in state.get("message", ""):
+                    return str(state["message"])
+        return ""
+
+    text = o.wait_for(message, 30, what="the worker's error on the check")
+    assert "not found" in text and solo in text

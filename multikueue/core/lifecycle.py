@@ -55,6 +55,14 @@ class WorkloadUpdate:
     events: list[EventRecord] = field(default_factory=list)
 
 
+def _set(conditions: list[Condition], ctype: str, status: ConditionStatus, reason: str, message: str, now: datetime) -> None:
+    set_condition(conditions, Condition(type=ctype, status=status, reason=reason, message=message, last_transition_time=now))
+
+
+def _admit(conditions: list[Condition], cluster_queue: str | None, now: datetime) -> None:
+    _set(conditions, ADMITTED, ConditionStatus.TRUE, WorkloadReason.ADMITTED, f"The workload is admitted by ClusterQueue {cluster_queue}", now)
+
+
 def holds_quota(wl: Workload) -> bool:
     status = wl.status
     return bool(
@@ -83,29 +91,11 @@ def reservation_status(
     """The status patch that reserves quota (and admits at once when there are no checks)."""
     conditions = _conditions(wl)
     cq = admission.cluster_queue
-    set_condition(
-        conditions,
-        Condition(
-            type=QUOTA_RESERVED,
-            status=ConditionStatus.TRUE,
-            reason=WorkloadReason.QUOTA_RESERVED,
-            message=f"Quota reserved in ClusterQueue {cq}",
-            last_transition_time=now,
-        ),
-    )
+    _set(conditions, QUOTA_RESERVED, ConditionStatus.TRUE, WorkloadReason.QUOTA_RESERVED, f"Quota reserved in ClusterQueue {cq}", now)
     evicted = find_condition(conditions, EVICTED)
     if evicted is not None and evicted.status == ConditionStatus.TRUE:
         # As upstream's SetQuotaReservation: a new reservation ends the eviction.
-        set_condition(
-            conditions,
-            Condition(
-                type=EVICTED,
-                status=ConditionStatus.FALSE,
-                reason=WorkloadReason.QUOTA_RESERVED,
-                message="Previously: " + evicted.message,
-                last_transition_time=now,
-            ),
-        )
+        _set(conditions, EVICTED, ConditionStatus.FALSE, WorkloadReason.QUOTA_RESERVED, "Previously: " + evicted.message, now)
     existing = {c.name: c for c in _checks(wl)}
     checks = [
         existing.get(name)
@@ -113,16 +103,7 @@ def reservation_status(
         for name in check_names
     ]
     if all(c.state == CheckState.READY for c in checks):
-        set_condition(
-            conditions,
-            Condition(
-                type=ADMITTED,
-                status=ConditionStatus.TRUE,
-                reason=WorkloadReason.ADMITTED,
-                message=f"The workload is admitted by ClusterQueue {cq}",
-                last_transition_time=now,
-            ),
-        )
+        _admit(conditions, cq, now)
     status: dict[str, Any] = {"admission": admission.to_dict(), "conditions": _dump(conditions)}
     status["admissionChecks"] = [c.to_dict() for c in checks] if checks else None
     return status
@@ -131,10 +112,7 @@ def reservation_status(
 def pending_status(wl: Workload, reason: str, message: str, now: datetime) -> dict[str, Any]:
     """The status patch that says why a Workload still waits."""
     conditions = _conditions(wl)
-    set_condition(
-        conditions,
-        Condition(type=QUOTA_RESERVED, status=ConditionStatus.FALSE, reason=reason, message=message, last_transition_time=now),
-    )
+    _set(conditions, QUOTA_RESERVED, ConditionStatus.FALSE, reason, message, now)
     return {"conditions": _dump(conditions)}
 
 
@@ -147,18 +125,9 @@ def _evict(wl: Workload, reason: str, message: str, now: datetime, requeue: bool
     ):
         if ctype == ADMITTED and find_condition(conditions, ADMITTED) is None:
             continue
-        set_condition(conditions, Condition(type=ctype, status=status, reason=why, message=text, last_transition_time=now))
+        _set(conditions, ctype, status, why, text, now)
     if requeue:
-        set_condition(
-            conditions,
-            Condition(
-                type=REQUEUED,
-                status=ConditionStatus.TRUE,
-                reason=reason,
-                message="The workload was requeued after eviction",
-                last_transition_time=now,
-            ),
-        )
+        _set(conditions, REQUEUED, ConditionStatus.TRUE, reason, "The workload was requeued after eviction", now)
     checks = [
         c.model_copy(update={"state": CheckState.PENDING, "message": "", "last_transition_time": now, "pod_set_updates": None})
         for c in _checks(wl)
@@ -221,16 +190,7 @@ def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
     if all_ready and not is_condition_true(conditions, ADMITTED):
         cq = status.admission.cluster_queue if status and status.admission else ""
         new = _conditions(wl)
-        set_condition(
-            new,
-            Condition(
-                type=ADMITTED,
-                status=ConditionStatus.TRUE,
-                reason=WorkloadReason.ADMITTED,
-                message=f"The workload is admitted by ClusterQueue {cq}",
-                last_transition_time=now,
-            ),
-        )
+        _admit(new, cq, now)
         return WorkloadUpdate(
             transition="admitted",
             status={"conditions": _dump(new)},

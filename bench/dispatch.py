@@ -2,7 +2,7 @@
 
 Starts three full local clusters (manager + 2 workers, kwok nodes), our
 controller on each (manager role on the manager, worker role on workers),
-wires a MultiKueue AdmissionCheck, submits N Jobs (one 10m-CPU pod each,
+wires a MultiKueue AdmissionCheck, submits N Jobs from 16 client threads (one 10m-CPU pod each,
 running 1 s on kwok) to the manager and prints:
 
 - dispatch latency: manager Workload ``QuotaReserved`` -> the Job created on a worker;
@@ -23,6 +23,7 @@ import statistics
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -144,11 +145,14 @@ def main() -> None:
             time.sleep(1)
             idle = rss_mib(manager_pid)
             batch = client.BatchV1Api(apis[0])
-            started = time.monotonic()
-            for i in range(n):
+            def submit(i: int) -> None:
                 body = o.batch_job(NS, f"job-{i:05d}", "user-queue", {"cpu": "10m"}, managed_by="kueue.x-k8s.io/multikueue")
                 body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": "1s"}}
                 batch.create_namespaced_job(NS, body)
+
+            started = time.monotonic()
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                list(pool.map(submit, range(n)))
             submitted = time.monotonic()
             deadline = time.monotonic() + 1800
             while len(manager_done) < n and time.monotonic() < deadline:

@@ -33,7 +33,6 @@ from multikueue.admissioncheck.remote_workload import remote_workload_copy
 from multikueue.api import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
 from multikueue.api.constants import ACTIVE, GROUP, VERSION, ConditionStatus, Labels, MultiKueue
 from multikueue.api.meta import Condition, find_condition
-from multikueue.runtime.events import ObjectRef
 from multikueue.runtime.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, WORKLOADS
 from multikueue.runtime.writer import workload_ref
 
@@ -369,7 +368,6 @@ class MultiKueueController:
         touches any worker, and once a winner is recorded every later decision
         sees it, even after a restart.
         """
-        namespace, name = wl.namespace or "", wl.name
         status: dict[str, Any] = {}
         checks = [c.model_copy() for c in (wl.status.admission_checks or [])] if wl.status else []
         events: list[tuple[str, str, str]] = []

@@ -435,18 +435,18 @@ class MultiKueueController:
         elif isinstance(action, dispatch.DeleteRemoteJob):
             if adapter is None or owner is None:
                 return wl
-                job = remote.jobs.get((adapter.ref.plural, (namespace, owner["metadata"]["name"])))
-                if job is not None and (job["metadata"].get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == self.origin:
-                    await remote.kube.delete(adapter.ref, namespace, job["metadata"]["name"])
-            elif isinstance(action, dispatch.SyncJobStatus):
-                if not await self._sync_job(remote, adapter, owner):
-                    self.schedule((namespace, name), delay=SYNC_RETRY_SECONDS)
-            elif isinstance(action, dispatch.FinishLocal):
-                # The final status must reach the manager's object before its Workload finishes.
-                if not await self._sync_job(remote, adapter, owner, final=True):
-                    self.schedule((namespace, name), delay=SYNC_RETRY_SECONDS)
-                    return None
-                wl = await self._finish(wl, action)
+            job = remote.jobs.get((adapter.ref.plural, (namespace, owner["metadata"]["name"])))
+            if job is not None and (job["metadata"].get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == self.origin:
+                await remote.kube.delete(adapter.ref, namespace, job["metadata"]["name"])
+        elif isinstance(action, dispatch.SyncJobStatus):
+            if not await self._sync_job(remote, adapter, owner):
+                self.schedule((namespace, name), delay=SYNC_RETRY_SECONDS)
+        elif isinstance(action, dispatch.FinishLocal):
+            # The final status must reach the manager's object before its Workload finishes.
+            if not await self._sync_job(remote, adapter, owner, final=True):
+                self.schedule((namespace, name), delay=SYNC_RETRY_SECONDS)
+                return None
+            wl = await self._finish(wl, action)
         return wl
 
     @staticmethod

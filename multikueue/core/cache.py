@@ -264,6 +264,14 @@ def _add_into(target: dict[FlavorResource, Decimal], usage: Mapping[FlavorResour
         target[fr] = target.get(fr, ZERO) + amount * sign
 
 
+def _older(candidate: str | None, current: str | None) -> bool:
+    """Whether ``candidate`` is an older resourceVersion than ``current`` (False when not comparable)."""
+    try:
+        return int(candidate or "") < int(current or "")
+    except ValueError:
+        return False
+
+
 def _holds_quota(workload: Workload) -> bool:
     return workload.status.admission is not None and workload.has_quota_reservation and not workload.is_finished
 
@@ -624,8 +632,16 @@ class Cache:
     # --- Workload -----------------------------------------------------------------------------------
 
     def upsert_workload(self, workload: Workload) -> None:
-        """Add or replace a Workload as the watch reports it."""
+        """Add or replace a Workload as the watch reports it.
+
+        The controller also stores what its own writes return, so a watch event
+        can arrive after a newer copy is already here: an older resourceVersion
+        never replaces a newer one (they are etcd revisions in practice).
+        """
         key = (workload.namespace or "", workload.name)
+        current = self._workloads.get(key)
+        if current is not None and _older(workload.metadata.resource_version, current.metadata.resource_version):
+            return
         self._workloads[key] = workload
         self._sync_workload(key)
 

@@ -741,3 +741,15 @@ def test_priority_class_change_reorders() -> None:
     cache.upsert_priority_class(WorkloadPriorityClass.from_k8s({"metadata": {"name": "urgent"}, "value": 10}))
     result = schedule(cache, NOW)
     assert set(pending(result)) == {"second"}
+
+
+def test_an_older_resource_version_never_replaces_a_newer_copy() -> None:
+    from multikueue.api import Workload as _W
+    from multikueue.core.cache import Cache as _C
+
+    cache = _C()
+    newer = _W.from_k8s({"metadata": {"namespace": "ns", "name": "w", "resourceVersion": "20"}, "spec": {"podSets": [], "queueName": "q"}})
+    older = _W.from_k8s({"metadata": {"namespace": "ns", "name": "w", "resourceVersion": "7"}, "spec": {"podSets": [], "queueName": "old"}})
+    cache.upsert_workload(newer)
+    cache.upsert_workload(older)
+    assert cache.workload(("ns", "w")).spec.queue_name == "q"

@@ -31,13 +31,14 @@ def test_standby_replica_takes_over(
         k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
         k.create(o.workload(ns, "first", "user-queue", {"cpu": "1"}))
         o.wait_for(lambda: o.is_true(k.get("Workload", "first", ns), "Admitted"), 30, what="first admitted")
-        assert f"{ns}/first" in active.logs()
+        o.wait_for(lambda: f"{ns}/first" in active.logs(), 10, what="the active replica's log line")
         assert "quota reserved" not in standby.logs(), "the standby replica must not act"
 
         active.kill()
         k.create(o.workload(ns, "second", "user-queue", {"cpu": "1"}))
         o.wait_for(lambda: o.is_true(k.get("Workload", "second", ns), "Admitted"), 60, what="second admitted by the standby")
-        assert f"{ns}/second" in standby.logs()
+        # The log line follows the write the test just saw.
+        o.wait_for(lambda: f"{ns}/second" in standby.logs(), 10, what="the standby replica's log line")
         assert standby.alive
     finally:
         active.stop()

@@ -36,13 +36,18 @@ def workload_of(batch: client.BatchV1Api, ns: str, name: str) -> str:
     return workload_name_for_owner(name, uid, "Job", "batch")
 
 
+def queue(k: o.Kueue, ns: str) -> None:
+    """One flavor, a 9-CPU ClusterQueue and the LocalQueue ``user-queue`` in ``ns``."""
+    k.create(o.resource_flavor(f"default-{ns}"))
+    k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 9}}))
+    k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+
+
 def test_seed_scenario_with_jobs(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
     ns = namespace
     api = e2e_clusters.manager
     k, batch = o.Kueue(api), client.BatchV1Api(api)
-    k.create(o.resource_flavor(f"default-{ns}"))
-    k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 9}}))
-    k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    queue(k, ns)
     names = [f"job-{i}" for i in range(3)]
     for name in names:
         batch.create_namespaced_job(ns, job(ns, name, "user-queue", "4", run_for="6s"))
@@ -79,9 +84,7 @@ def test_deleting_a_job_deletes_its_workload(e2e_clusters: Clusters, e2e_control
     ns = namespace
     api = e2e_clusters.manager
     k, batch = o.Kueue(api), client.BatchV1Api(api)
-    k.create(o.resource_flavor(f"default-{ns}"))
-    k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 9}}))
-    k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    queue(k, ns)
     batch.create_namespaced_job(ns, job(ns, "doomed", "user-queue", "1", run_for="600s"))
     name = o.wait_for(lambda: workload_of(batch, ns, "doomed"), 10, what="job uid")
     o.wait_for(lambda: o.is_true(k.get_or_none("Workload", name, ns), "Admitted"), 30, what="admitted")
@@ -93,9 +96,7 @@ def test_worker_job_bound_to_prebuilt_workload(e2e_clusters: Clusters, e2e_contr
     ns = namespace
     api = e2e_clusters.worker(1)
     k, batch = o.Kueue(api), client.BatchV1Api(api)
-    k.create(o.resource_flavor(f"default-{ns}"))
-    k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 9}}))
-    k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    queue(k, ns)
     body = job(ns, "bound", None, "2", run_for="2s")
     body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": "prebuilt"}
     batch.create_namespaced_job(ns, body)

@@ -15,7 +15,16 @@ from datetime import timedelta
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from multikueue.api.meta import LabelSelector
@@ -55,9 +64,29 @@ class _Section(BaseModel):
 
 
 class ExternalFramework(_Section):
-    """One ``multiKueue.externalFrameworks`` entry; the extended fields come with the generic adapter."""
+    """One ``multiKueue.externalFrameworks`` entry, kept as written.
 
-    name: str
+    Any shape is accepted here (extra fields are kept, ``name`` may be
+    missing, the entry may not even be a map) so that one bad entry never
+    stops the whole Configuration from loading: the generic adapter's loader
+    (:func:`multikueue.adapters.frameworks.load_frameworks`) checks each
+    entry on its own and reports the bad ones with their name and field.
+    """
+
+    name: Any = None
+    _raw: Any = PrivateAttr(default=None)
+    _has_raw: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_any_shape(cls, data: Any, handler: ModelWrapValidatorHandler[ExternalFramework]) -> ExternalFramework:
+        model = handler(data if isinstance(data, dict) else {})
+        model._raw, model._has_raw = data, True
+        return model
+
+    def entry(self) -> Any:
+        """The entry exactly as written in the document."""
+        return self._raw if self._has_raw else self.model_dump(by_alias=True, exclude_unset=True)
 
 
 class MultiKueueSettings(_Section):
@@ -100,7 +129,6 @@ class Configuration(_Section):
         if self.managed_jobs_namespace_selector is not None:
             unused.append(".managedJobsNamespaceSelector")
         unused += [f".integrations.frameworks[{f}]" for f in self.integrations.frameworks if f not in SUPPORTED_FRAMEWORKS]
-        unused += [f".multiKueue.externalFrameworks[{f.name}]" for f in self.multi_kueue.external_frameworks]
         return unused
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,3 +33,26 @@ def merge_patch(current: Any, wanted: Any) -> Any:
         elif old != value:
             patch[key] = value
     return patch
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """``target`` with the merge patch ``patch`` applied (RFC 7386), as a new document.
+
+    A ``null`` in the patch deletes the key, a map is merged key by key
+    (replacing a target value that is not a map), anything else replaces the
+    target value whole. Neither argument is modified; the result shares no
+    mutable part with them.
+    """
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    base: Mapping[str, Any] = target if isinstance(target, Mapping) else {}
+    result: dict[str, Any] = {}
+    for key, value in base.items():  # keep the target's key order
+        if key not in patch:
+            result[key] = copy.deepcopy(value)
+        elif patch[key] is not None:
+            result[key] = apply_merge_patch(value, patch[key])
+    for key, value in patch.items():
+        if key not in base and value is not None:
+            result[key] = apply_merge_patch(None, value)
+    return result

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from multikueue import __version__
-from multikueue.cli import crds, dev, run
+from multikueue.cli import config, crds, dev, run
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.observability.logging import configure
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(commands)
     crds.register(commands)
     dev.register(commands)
+    config.register(commands)
     return parser
 
 

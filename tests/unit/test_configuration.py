@@ -50,7 +50,6 @@ def test_upstream_document_is_accepted_and_unused_sections_reported() -> None:
         ".integrations.podOptions",
         ".managedJobsNamespaceSelector",
         ".integrations.frameworks[kubeflow.org/mpijob]",
-        ".multiKueue.externalFrameworks[PipelineRun.v1.tekton.dev]",
     ]
 
 

@@ -1,12 +1,17 @@
-"""The adapter catalog holds well-formed upstream-style entries."""
+"""The adapter catalog: upstream-style entries that load without problems and judge finish right."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+
+from multikueue.adapters.frameworks import CompiledFramework, load_frameworks
+from multikueue.adapters.generic import GenericAdapter, default_resource_ref
+from multikueue.api.constants import MultiKueue
 
 pytestmark = pytest.mark.unit
 
@@ -18,18 +23,132 @@ def entries() -> list[Path]:
     return sorted(CATALOG.glob("*.yaml"))
 
 
+def load(name: str) -> CompiledFramework:
+    entry = yaml.safe_load((CATALOG / name).read_text())
+    loaded = load_frameworks([entry])
+    assert [str(p) for p in loaded.problems] == []
+    return loaded.frameworks[entry["name"]]
+
+
 def test_catalog_is_not_empty() -> None:
-    assert len(entries()) >= 2
+    assert len(entries()) >= 5
 
 
 @pytest.mark.parametrize("path", entries(), ids=lambda p: p.name)
-def test_entry_names_a_gvk(path: Path) -> None:
+def test_entry_names_a_gvk_first(path: Path) -> None:
     entry = yaml.safe_load(path.read_text())
     assert isinstance(entry, dict) and set(entry) >= {"name"}
+    assert next(iter(entry)) == "name", "upstream-style: name comes first"
     assert GVK.match(entry["name"]), f"{path.name}: {entry['name']!r} is not Kind.version.group"
 
 
-def test_readme_lists_every_entry() -> None:
+@pytest.mark.parametrize("path", entries(), ids=lambda p: p.name)
+def test_entry_loads_without_problems(path: Path) -> None:
+    entry = yaml.safe_load(path.read_text())
+    loaded = load_frameworks([entry])
+    assert [str(p) for p in loaded.problems] == []
+    assert list(loaded.frameworks) == [entry["name"]]
+
+
+def test_the_whole_catalog_loads_as_one_configuration() -> None:
+    loaded = load_frameworks([yaml.safe_load(path.read_text()) for path in entries()])
+    assert loaded.ok and len(loaded.frameworks) == len(entries())
+
+
+def test_readme_lists_and_documents_everything() -> None:
     readme = (CATALOG / "README.md").read_text()
     for path in entries():
         assert f"`{path.name}`" in readme
+    for field in ("managedBy", "workload", "podSets", "queueName", "priorityClass", "creationPatches",
+                  "statusSync", "finished", "succeeded", "hold"):
+        assert f"`{field}`" in readme, field
+
+
+def condition(kind: str, status: str) -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": "R", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+
+
+def with_conditions(*items: tuple[str, str]) -> dict[str, Any]:
+    return {"status": {"conditions": [condition(t, s) for t, s in items]}}
+
+
+TEKTON_CASES = [
+    ({}, (False, False)),
+    ({"status": {}}, (False, False)),
+    (with_conditions(("Succeeded", "Unknown")), (False, False)),
+    (with_conditions(("Succeeded", "True")), (True, True)),
+    (with_conditions(("Succeeded", "False")), (True, False)),
+]
+CASES: dict[str, list[tuple[dict[str, Any], tuple[bool, bool]]]] = {
+    "tekton-pipelinerun.yaml": TEKTON_CASES,
+    "tekton-taskrun.yaml": TEKTON_CASES,
+    "jobset.yaml": [
+        ({}, (False, False)),
+        (with_conditions(("StartupPolicyInProgress", "True")), (False, False)),
+        (with_conditions(("Suspended", "False"), ("Completed", "True")), (True, True)),
+        (with_conditions(("Failed", "True")), (True, False)),
+        (with_conditions(("Completed", "False")), (False, False)),
+    ],
+    "rayjob.yaml": [
+        ({}, (False, False)),
+        ({"status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}}, (False, False)),
+        ({"status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}}, (True, True)),
+        ({"status": {"jobDeploymentStatus": "Complete", "jobStatus": "FAILED"}}, (True, False)),
+        ({"status": {"jobDeploymentStatus": "Failed"}}, (True, False)),
+        ({"status": {"jobDeploymentStatus": "Suspended"}}, (False, False)),
+    ],
+    "kubeflow-trainjob.yaml": [
+        ({}, (False, False)),
+        (with_conditions(("Created", "True")), (False, False)),
+        (with_conditions(("Created", "True"), ("Complete", "True")), (True, True)),
+        (with_conditions(("Failed", "True")), (True, False)),
+    ],
+}
+
+
+def test_every_catalog_file_has_finish_cases() -> None:
+    assert sorted(CASES) == sorted(path.name for path in entries())
+
+
+@pytest.mark.parametrize(
+    ("name", "obj", "expected"),
+    [(name, obj, expected) for name, cases in CASES.items() for obj, expected in cases],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_finished_and_succeeded(name: str, obj: dict[str, Any], expected: tuple[bool, bool]) -> None:
+    framework = load(name)
+    adapter = GenericAdapter(framework, default_resource_ref(framework))
+    assert adapter.finished(obj) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "value", "resource"),
+    [
+        ("tekton-pipelinerun.yaml", ("spec", "status"), "PipelineRunPending", "pipelineruns.tekton.dev"),
+        ("tekton-taskrun.yaml", None, None, "taskruns.tekton.dev"),
+        ("jobset.yaml", ("spec", "suspend"), True, "jobsets.jobset.x-k8s.io"),
+        ("rayjob.yaml", ("spec", "suspend"), True, "rayjobs.ray.io"),
+        ("kubeflow-trainjob.yaml", ("spec", "suspend"), True, "trainjobs.trainer.kubeflow.org"),
+    ],
+)
+def test_worker_copy_is_held_and_counted(
+    name: str, field: tuple[str, str] | None, value: Any, resource: str
+) -> None:
+    framework = load(name)
+    adapter = GenericAdapter(framework, default_resource_ref(framework))
+    obj = {
+        "apiVersion": framework.api_version,
+        "kind": framework.kind,
+        "metadata": {"name": "x", "namespace": "ns"},
+        "spec": {"managedBy": MultiKueue.MANAGED_BY},
+    }
+    assert adapter.managed_by_multikueue(obj)
+    remote = adapter.remote_copy(obj, origin="o", workload_name="wl")
+    assert "managedBy" not in remote["spec"]
+    if field is None:
+        assert not adapter.is_held(remote) and remote["spec"] == {}
+    else:
+        assert remote[field[0]][field[1]] == value and adapter.is_held(remote)
+        assert adapter.release_patch(remote) == {field[0]: {field[1]: None}}
+    requests = adapter.pod_sets(obj)[0]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert requests == {resource: "1"}

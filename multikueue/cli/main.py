@@ -8,6 +8,7 @@ from typing import Sequence
 
 from multikueue import __version__
 from multikueue.cli import config, crds, dev, run
+from multikueue.cli import status
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.observability.logging import configure
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     crds.register(commands)
     dev.register(commands)
     config.register(commands)
+    status.register(commands)
     return parser
 
 

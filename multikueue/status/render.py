@@ -1,9 +1,10 @@
 """Turn a :class:`~multikueue.status.report.StatusReport` into text (pure).
 
-People get kubectl-style tables: aligned columns, one line per object (an
-object with several admission checks takes one line per check), and long
-cells cut with an ellipsis so the tables fit the terminal (120 columns when
-not a terminal). Scripts get JSON or YAML with every value complete and
+People get kubectl-style tables: aligned columns, one line per object, and
+long cells cut with an ellipsis so the tables fit the terminal (120 columns
+when not a terminal). Admission-check messages are what explains a stuck
+Workload but are long, so each gets an indented line of its own under the
+Workload's row, with the whole width to itself, rather than a narrow column. Scripts get JSON or YAML with every value complete and
 every key present, in a fixed order, so a diff of two documents shows only
 what changed.
 """
@@ -17,12 +18,21 @@ from datetime import datetime
 
 import yaml
 
-from multikueue.status.report import CheckRow, ClusterRow, QuotaState, QuotaStatus, StatusReport, WorkloadRow
+from multikueue.status.report import (
+    UNKNOWN_PREFIX,
+    CheckRow,
+    ClusterRow,
+    QuotaState,
+    QuotaStatus,
+    StatusReport,
+    WorkloadRow,
+)
 
 __all__ = [
     "DEFAULT_WIDTH",
     "ELLIPSIS",
     "Column",
+    "Row",
     "format_age",
     "render_table",
     "render_tables",
@@ -79,17 +89,39 @@ def _fit(columns: Sequence[Column], natural: list[int], width: int) -> list[int]
     return widths
 
 
-def render_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int = DEFAULT_WIDTH) -> str:
-    """An aligned table; a cell may hold several lines (``\\n``), which stack in its column."""
-    cells = [[cell.split("\n") for cell in row] for row in rows]
+@dataclass(frozen=True)
+class Row:
+    """One object's line, and the indented detail lines printed under it."""
+
+    cells: Sequence[str]
+    details: Sequence[str] = ()
+
+
+def render_table(
+    columns: Sequence[Column],
+    rows: Sequence[Row | Sequence[str]],
+    width: int = DEFAULT_WIDTH,
+    *,
+    detail_column: int = 0,
+) -> str:
+    """An aligned table.
+
+    A cell may hold several lines (``\\n``), which stack in its column. A
+    row's details start two characters right of column ``detail_column``
+    and may use the rest of the width; they do not widen any column.
+    """
+    table = [row if isinstance(row, Row) else Row(cells=row) for row in rows]
+    cells = [[cell.split("\n") for cell in row.cells] for row in table]
     natural = [
         max([len(column.header)] + [len(line) for row in cells for line in row[i]]) for i, column in enumerate(columns)
     ]
     widths = _fit(columns, natural, width)
+    indent = " " * (sum(widths[:detail_column]) + len(SEPARATOR) * detail_column + 2)
     lines = [_line([c.header for c in columns], widths)]
-    for row in cells:
-        for index in range(max(len(cell) for cell in row)):
-            lines.append(_line([cell[index] if index < len(cell) else "" for cell in row], widths))
+    for row, split in zip(table, cells):
+        for index in range(max(len(cell) for cell in split)):
+            lines.append(_line([cell[index] if index < len(cell) else "" for cell in split], widths))
+        lines.extend(indent + truncate(detail, width - len(indent)) for detail in row.details)
     return "\n".join(lines)
 
 
@@ -122,11 +154,11 @@ _WORKLOAD_COLUMNS = (
     Column("NAMESPACE"),
     Column("NAME"),
     Column("QUEUE"),
-    Column("QUOTA", flexible=True, min_width=22),
-    Column("CHECKS", flexible=True, min_width=24),
-    Column("NOMINATED", flexible=True, min_width=16),
+    Column("QUOTA", flexible=True, min_width=16),
+    Column("CHECKS", flexible=True, min_width=20),
+    Column("NOMINATED", flexible=True, min_width=15),
     Column("CLUSTER"),
-    Column("REMOTE", flexible=True, min_width=20),
+    Column("REMOTE", flexible=True, min_width=19),
 )
 
 _CLUSTER_COLUMNS = (
@@ -160,10 +192,22 @@ def _quota_cell(quota: QuotaStatus) -> str:
 def _checks_cell(row: WorkloadRow) -> str:
     if not row.checks:
         return NONE
-    return "\n".join(f"{c.name}={c.state}" + (f": {c.message}" if c.message else "") for c in row.checks)
+    return ",".join(f"{c.name}={c.state}" for c in row.checks)
 
 
-def _workload_cells(row: WorkloadRow, show_namespace: bool) -> list[str]:
+def _workload_details(row: WorkloadRow) -> list[str]:
+    """Why the Workload is where it is: the quota message when it is not running, each check's
+    message, and why the copy on the worker could not be read (the REMOTE cell may be cut)."""
+    details = []
+    if row.quota.state in _STATES_WITH_REASON and row.quota.message:
+        details.append(f"quota: {row.quota.message}")
+    details.extend(f"{c.name}: {c.message}" for c in row.checks if c.message)
+    if row.remote and row.remote.startswith(UNKNOWN_PREFIX):
+        details.append(f"remote: {row.remote}")
+    return details
+
+
+def _workload_row(row: WorkloadRow, show_namespace: bool) -> Row:
     cells = [
         row.namespace,
         row.name,
@@ -174,11 +218,11 @@ def _workload_cells(row: WorkloadRow, show_namespace: bool) -> list[str]:
         row.cluster or NONE,
         row.remote or NONE,
     ]
-    return cells if show_namespace else cells[1:]
+    return Row(cells=cells if show_namespace else cells[1:], details=_workload_details(row))
 
 
 def _cluster_cells(row: ClusterRow, now: datetime) -> list[str]:
-    source = f"{row.kube_config.location_type}/{row.kube_config.location}" if row.kube_config else NONE
+    source = f"{row.kube_config.location_type} {row.kube_config.location}" if row.kube_config else NONE
     return [
         row.name,
         str(row.active),
@@ -193,10 +237,12 @@ def _check_cells(row: CheckRow) -> list[str]:
     return [row.name, row.controller or NONE, row.parameters or NONE, str(row.active), row.reason or NONE, row.message or NONE]
 
 
-def _section(title: str, columns: Sequence[Column], rows: list[list[str]], width: int, empty: str) -> str:
+def _section(
+    title: str, columns: Sequence[Column], rows: Sequence[Row | Sequence[str]], width: int, empty: str, detail_column: int = 0
+) -> str:
     if not rows:
         return f"{title}: {empty}"
-    return f"{title}:\n{render_table(columns, rows, width)}"
+    return f"{title}:\n{render_table(columns, rows, width, detail_column=detail_column)}"
 
 
 def render_tables(
@@ -218,9 +264,10 @@ def render_tables(
         _section(
             "Workloads",
             columns,
-            [_workload_cells(r, show_namespace) for r in report.workloads],
+            [_workload_row(r, show_namespace) for r in report.workloads],
             width,
             f"none {where}",
+            detail_column=1 if show_namespace else 0,
         ),
         _section("MultiKueueClusters", _CLUSTER_COLUMNS, [_cluster_cells(r, now) for r in report.clusters], width, "none"),
         _section("AdmissionChecks", _CHECK_COLUMNS, [_check_cells(r) for r in report.checks], width, "none"),

@@ -25,6 +25,7 @@ from multikueue.api.multikueue import KubeConfig
 __all__ = [
     "CheckRow",
     "ClusterRow",
+    "UNKNOWN_PREFIX",
     "QuotaState",
     "QuotaStatus",
     "RemoteLookup",
@@ -43,6 +44,8 @@ __all__ = [
 #: (namespace, name) of a Workload; the copy on a worker has the same key.
 WorkloadKey = tuple[str, str]
 
+#: How a remote state that could not be read begins.
+UNKNOWN_PREFIX = "unknown: "
 #: What the Inactive state says when no Evicted condition explains it.
 INACTIVE_MESSAGE = "spec.active is false"
 
@@ -210,7 +213,7 @@ def remote_state(lookup: RemoteLookup | None, cluster: str) -> str | None:
     if lookup is None:
         return None
     if lookup.error is not None:
-        return f"unknown: {lookup.error}"
+        return UNKNOWN_PREFIX + lookup.error
     if lookup.workload is None:
         return "not found"
     quota = quota_status(lookup.workload)

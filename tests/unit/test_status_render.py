@@ -12,6 +12,7 @@ from multikueue.api.multikueue import KubeConfig
 from multikueue.status.render import (
     ELLIPSIS,
     Column,
+    Row,
     format_age,
     render_table,
     render_tables,
@@ -112,6 +113,15 @@ def test_multi_line_cells_stack_in_their_column() -> None:
     assert text.splitlines() == ["A  B", "x  one", "   two", "y  three"]
 
 
+def test_details_go_under_their_row_and_use_the_whole_width() -> None:
+    rows = [Row(cells=["ns", "a", "1"], details=["first detail", LONG]), Row(cells=["ns", "b", "2"])]
+    text = render_table([Column("NS"), Column("NAME"), Column("N")], rows, width=50, detail_column=1)
+    lines = text.splitlines()
+    assert lines[:3] == ["NS  NAME  N", "ns  a     1", "      first detail"]
+    assert len(lines[3]) == 50 and lines[3].endswith(ELLIPSIS)
+    assert lines[4] == "ns  b     2"
+
+
 def test_tables_fit_120_columns_and_cut_long_messages() -> None:
     text = render_tables(report(), now=NOW)
     lines = text.splitlines()
@@ -122,11 +132,25 @@ def test_tables_fit_120_columns_and_cut_long_messages() -> None:
     assert lines[1].split() == ["NAMESPACE", "NAME", "QUEUE", "QUOTA", "CHECKS", "NOMINATED", "CLUSTER", "REMOTE"]
     assert lines[2].split()[:4] == ["team-a", "train-1", "user-queue", "Admitted"]
     assert lines[2].endswith("worker1  Admitted on worker1")
-    # The second check takes its own line, in the CHECKS column, its message cut.
-    assert lines[3].index("prov=Ready: ") == lines[1].index("CHECKS")
-    assert lines[3].endswith(ELLIPSIS)
-    assert "Pending: Inadmissib" in lines[4]
-    assert "worker1,worker2" in lines[5]
+    assert "mk=Ready,prov=Rea" in lines[2]
+    # Each check message on its own line under the Workload's name, cut at the width.
+    indent = lines[1].index(" NAME ") + 1 + 2
+    assert lines[3] == " " * indent + 'mk: The workload got reservation on "worker1"'
+    assert lines[4].startswith(" " * indent + "prov: The workload could not") and lines[4].endswith(ELLIPSIS)
+    assert len(lines[4]) == 120
+    assert "Pending: Inadmissible" in lines[5]
+    assert lines[6] == " " * indent + "quota: LocalQueue missing"
+    assert "worker1,worker2" in lines[7] and "mk=Pending" in lines[7]
+    assert lines[8] == ""  # no message on a Pending check: no detail line
+
+
+def test_an_unreadable_remote_state_is_spelled_out_under_the_row() -> None:
+    row = WorkloadRow(
+        namespace="n", name="w", quota=QuotaStatus(state=QuotaState.ADMITTED), cluster="worker1",
+        remote="unknown: cannot read Secret kueue-system/worker1-secret (403)",
+    )
+    lines = render_tables(StatusReport(workloads=[row]), now=NOW, namespace="n").splitlines()
+    assert lines[3] == "  remote: unknown: cannot read Secret kueue-system/worker1-secret (403)"
 
 
 def test_tables_drop_the_namespace_column_with_a_namespace() -> None:
@@ -138,7 +162,7 @@ def test_cluster_and_check_tables() -> None:
     lines = render_tables(report(), now=NOW).splitlines()
     start = lines.index("MultiKueueClusters:")
     assert lines[start + 1].split() == ["NAME", "ACTIVE", "REASON", "SINCE", "KUBECONFIG", "MESSAGE"]
-    assert lines[start + 2].split() == ["worker1", "True", "Active", "12m", "Secret/worker1-secret", "Connected"]
+    assert lines[start + 2].split() == ["worker1", "True", "Active", "12m", "Secret", "worker1-secret", "Connected"]
     assert lines[start + 3].split() == ["worker9", "Unknown", "-", "-", "-", "-"]
     checks = lines.index("AdmissionChecks:")
     assert lines[checks + 2].split()[:5] == ["mk", "kueue.x-k8s.io/multikueue", "MultiKueueConfig/cfg", "True", "Active"]

@@ -126,8 +126,8 @@ def _watch(api: client.ApiClient, args: argparse.Namespace, report: StatusReport
 
     A manager that stops answering mid-watch is reported on stderr and
     retried: the watch is for staring at a system that may be restarting.
-    Tables are compared as rendered text so ages keep moving; documents are
-    compared as reports, so scripts only get a document when data changed.
+    On a terminal the table is redrawn whenever its text changes (ages
+    move); otherwise output comes only when the report's data changed.
     """
     from multikueue.status.manager import StatusError
 
@@ -138,7 +138,9 @@ def _watch(api: client.ApiClient, args: argparse.Namespace, report: StatusReport
     try:
         while True:
             text = _render(report, args, out, watching=True)
-            changed = report != last_report if args.output != "table" else text != last_text
+            # A terminal redraws when the text changes, so ages keep moving; a pipe or a script
+            # gets output only when the data changed.
+            changed = text != last_text if clear else report != last_report
             if changed:
                 if clear:
                     out.write(CLEAR_SCREEN)

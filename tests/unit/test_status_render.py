@@ -138,7 +138,7 @@ def test_tables_fit_120_columns_and_cut_long_messages() -> None:
     assert lines[3] == " " * indent + 'mk: The workload got reservation on "worker1"'
     assert lines[4].startswith(" " * indent + "prov: The workload could not") and lines[4].endswith(ELLIPSIS)
     assert len(lines[4]) == 120
-    assert "Pending: Inadmissible" in lines[5]
+    assert "Pending: Inadmissib" in lines[5]  # one character over 120: QUOTA gives it up
     assert lines[6] == " " * indent + "quota: LocalQueue missing"
     assert "worker1,worker2" in lines[7] and "mk=Pending" in lines[7]
     assert lines[8] == ""  # no message on a Pending check: no detail line

@@ -154,7 +154,7 @@ _WORKLOAD_COLUMNS = (
     Column("NAMESPACE"),
     Column("NAME"),
     Column("QUEUE"),
-    Column("QUOTA", flexible=True, min_width=16),
+    Column("QUOTA", flexible=True, min_width=13),
     Column("CHECKS", flexible=True, min_width=20),
     Column("NOMINATED", flexible=True, min_width=15),
     Column("CLUSTER"),
@@ -179,14 +179,22 @@ _CHECK_COLUMNS = (
     Column("MESSAGE", flexible=True, min_width=30),
 )
 
-#: States whose reason says more than the state (why it waits, how it ended, why it left).
+#: States where the quota condition's reason and message say why (it waits, ended, left).
 _STATES_WITH_REASON = (QuotaState.PENDING, QuotaState.FINISHED, QuotaState.EVICTED, QuotaState.INACTIVE)
 
 
 def _quota_cell(quota: QuotaStatus) -> str:
-    if quota.state in _STATES_WITH_REASON and quota.reason and quota.reason != quota.state:
+    """The state; a Finished one with how it ended, which people look for at a glance."""
+    if quota.state == QuotaState.FINISHED and quota.reason and quota.reason != quota.state:
         return f"{quota.state}: {quota.reason}"
     return str(quota.state)
+
+
+def _remote_cell(remote: str | None) -> str:
+    """The remote state; why it is unknown goes to a detail line, where it has room."""
+    if remote is None:
+        return NONE
+    return UNKNOWN_PREFIX.rstrip(": ") if remote.startswith(UNKNOWN_PREFIX) else remote
 
 
 def _checks_cell(row: WorkloadRow) -> str:
@@ -196,14 +204,15 @@ def _checks_cell(row: WorkloadRow) -> str:
 
 
 def _workload_details(row: WorkloadRow) -> list[str]:
-    """Why the Workload is where it is: the quota message when it is not running, each check's
-    message, and why the copy on the worker could not be read (the REMOTE cell may be cut)."""
+    """Why the Workload is where it is, one line each: the quota condition when it is not
+    (or no longer) running, each check's message, and why the copy on the worker is unknown."""
     details = []
-    if row.quota.state in _STATES_WITH_REASON and row.quota.message:
-        details.append(f"quota: {row.quota.message}")
+    quota = row.quota
+    if quota.state in _STATES_WITH_REASON and (quota.reason or quota.message):
+        details.append("quota: " + ": ".join(part for part in (quota.reason, quota.message) if part))
     details.extend(f"{c.name}: {c.message}" for c in row.checks if c.message)
     if row.remote and row.remote.startswith(UNKNOWN_PREFIX):
-        details.append(f"remote: {row.remote}")
+        details.append(f"remote ({row.cluster}): {row.remote[len(UNKNOWN_PREFIX):]}")
     return details
 
 
@@ -216,7 +225,7 @@ def _workload_row(row: WorkloadRow, show_namespace: bool) -> Row:
         _checks_cell(row),
         ",".join(row.nominated) or NONE,
         row.cluster or NONE,
-        row.remote or NONE,
+        _remote_cell(row.remote),
     ]
     return Row(cells=cells if show_namespace else cells[1:], details=_workload_details(row))
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -247,11 +249,11 @@ def test_table_for_people(scene: Scene, capsys: pytest.CaptureFixture[str]) -> N
     assert lines[rows["done"]].split()[-3:] == ["worker1", "Finished:", "Succeeded"]
     assert lines[rows["gone"]].split()[-3:] == ["worker2", "not", "found"]
     assert "worker1,worker2" in lines[rows["nominated"]]
-    assert "Inactive: Deact" in lines[rows["rejected"]]  # the reason may be cut to fit
-    assert lines[rows["rejected"] + 1] == "  quota: Admission check rejected it"
+    assert lines[rows["rejected"]].split()[:4] == ["rejected", "user-queue", "Inactive", f"{scene.probe}=Rejected"]
+    assert lines[rows["rejected"] + 1] == "  quota: DeactivatedDueToAdmissionCheck: Admission check rejected it"
     assert lines[rows["rejected"] + 2] == f"  {scene.probe}: no capacity anywhere"
-    lost = lines[rows["lost"]: rows["lost"] + 3]
-    assert f"  remote: unknown: Secret kueue-system/{scene.lost}-secret not found" in lost
+    assert lines[rows["lost"]].split()[-2:] == [scene.lost, "unknown"]
+    assert lines[rows["lost"] + 2] == f"  remote ({scene.lost}): Secret kueue-system/{scene.lost}-secret not found"
 
     clusters = lines.index("MultiKueueClusters:")
     assert lines[clusters + 1].split() == ["NAME", "ACTIVE", "REASON", "SINCE", "KUBECONFIG", "MESSAGE"]
@@ -391,3 +393,17 @@ def test_watch_prints_a_document_per_change_and_stops_on_ctrl_c(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_kubectl_plugin(scene: Scene) -> None:
+    """`kubectl multikueue status` runs the same command (kubectl finds kubectl-multikueue on PATH)."""
+    kubectl, plugin = shutil.which("kubectl"), Path(sys.executable).parent / "kubectl-multikueue"
+    if kubectl is None or not plugin.exists():
+        pytest.skip("kubectl or the installed kubectl-multikueue script is not available")
+    env = {**os.environ, "PATH": f"{plugin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    result = subprocess.run(
+        [kubectl, "multikueue", "status", "--kubeconfig", str(scene.kubeconfig), "-n", scene.namespace, "-o", "json", "--no-remote"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert by_name(json.loads(result.stdout)["workloads"])["running"]["clusterName"] == "worker1"

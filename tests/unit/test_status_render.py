@@ -138,8 +138,8 @@ def test_tables_fit_120_columns_and_cut_long_messages() -> None:
     assert lines[3] == " " * indent + 'mk: The workload got reservation on "worker1"'
     assert lines[4].startswith(" " * indent + "prov: The workload could not") and lines[4].endswith(ELLIPSIS)
     assert len(lines[4]) == 120
-    assert "Pending: Inadmissib" in lines[5]  # one character over 120: QUOTA gives it up
-    assert lines[6] == " " * indent + "quota: LocalQueue missing"
+    assert lines[5].split()[:4] == ["team-a", "train-2", "user-queue", "Pending"]
+    assert lines[6] == " " * indent + "quota: Inadmissible: LocalQueue missing"
     assert "worker1,worker2" in lines[7] and "mk=Pending" in lines[7]
     assert lines[8] == ""  # no message on a Pending check: no detail line
 
@@ -150,7 +150,8 @@ def test_an_unreadable_remote_state_is_spelled_out_under_the_row() -> None:
         remote="unknown: cannot read Secret kueue-system/worker1-secret (403)",
     )
     lines = render_tables(StatusReport(workloads=[row]), now=NOW, namespace="n").splitlines()
-    assert lines[3] == "  remote: unknown: cannot read Secret kueue-system/worker1-secret (403)"
+    assert lines[2].split() == ["w", "-", "Admitted", "-", "-", "worker1", "unknown"]
+    assert lines[3] == "  remote (worker1): cannot read Secret kueue-system/worker1-secret (403)"
 
 
 def test_tables_drop_the_namespace_column_with_a_namespace() -> None:

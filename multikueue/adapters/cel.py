@@ -109,7 +109,46 @@ class CelInput:
 
 def cel_input(obj: Mapping[str, Any]) -> CelInput:
     """Convert a JSON object once for any number of :meth:`CelProgram.evaluate` calls."""
-    return CelInput(celpy.json_to_cel(dict(obj)))
+    return CelInput(_to_cel(obj))
+
+
+_new_str = str.__new__
+
+
+def _to_cel(value: Any) -> Any:
+    """JSON to celpy values, as ``celpy.json_to_cel`` but about 3 times faster.
+
+    Conversion is most of the cost of an evaluation on a large object, and
+    every value of a Kubernetes object is a str, dict, list, int, bool, float
+    or None: exact types are tested first, strings (the bulk) are built
+    without ``StringType``'s argument checks, maps are filled without
+    ``MapType``'s per-key checks (JSON keys are unique strings already).
+    """
+    kind = type(value)
+    if kind is str:
+        return _new_str(celtypes.StringType, value)
+    if kind is dict:
+        return _map_to_cel(value)
+    if kind is list or kind is tuple:
+        return celtypes.ListType([_to_cel(item) for item in value])
+    if kind is bool:
+        return celtypes.BoolType(value)
+    if kind is int:
+        return celtypes.IntType(value)
+    if kind is float:
+        return celtypes.DoubleType(value)
+    if value is None:
+        return None
+    if isinstance(value, Mapping):  # e.g. kopf's Body
+        return _map_to_cel(value)
+    return celpy.json_to_cel(value)
+
+
+def _map_to_cel(value: Mapping[Any, Any]) -> Any:
+    out = celtypes.MapType()
+    for key, item in value.items():
+        dict.__setitem__(out, _new_str(celtypes.StringType, key) if type(key) is str else _to_cel(key), _to_cel(item))
+    return out
 
 
 def a_type(value: Any) -> str:

@@ -146,3 +146,13 @@ def test_one_conversion_serves_several_expressions() -> None:
         'object.status.conditions.exists(c, c.type == "Succeeded" && c.status == "True")', ResultType.BOOL, where=WHERE
     )
     assert finished.evaluate(data) is True and succeeded.evaluate(data) is True
+
+
+def test_fast_conversion_matches_celpy() -> None:
+    import celpy
+
+    doc = {"a": [1, 2.5, "x", True, None, {"b": []}], "c": {"d": {"e": "f"}}, "g": (1, 2), "h": -3}
+    converted = cel_input(doc).value
+    assert converted == celpy.json_to_cel({**doc, "g": [1, 2]})
+    assert type(converted["c"]["d"]["e"]) is type(celpy.json_to_cel("s"))
+    assert type(converted["a"][3]) is type(celpy.json_to_cel(True))

@@ -351,7 +351,7 @@ def load_frameworks(entries: Iterable[Any]) -> FrameworkSet:
                 continue
             claimed[name] = index
         try:
-            spec = ExternalFrameworkSpec.model_validate(entry)
+            spec = ExternalFrameworkSpec.model_validate(dict(entry))
         except ValidationError as exc:
             result.problems.extend(_validation_problems(label, exc))
             # The GVK may be wrong too: say so now rather than after the next edit.

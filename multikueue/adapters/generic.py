@@ -33,7 +33,6 @@ from multikueue.adapters.cel import CelEvaluationError, CelInput, CelProgram, ce
 from multikueue.adapters.frameworks import (
     DEFAULT_PRIORITY_CLASS,
     DEFAULT_QUEUE_NAME,
-    GVK,
     CompiledFramework,
     PodSetSpec,
     parse_pod_sets,
@@ -85,10 +84,6 @@ class GenericAdapter:
     def __repr__(self) -> str:
         return f"GenericAdapter({self.gvk}, plural={self.ref.plural})"
 
-    @property
-    def parsed_gvk(self) -> GVK:
-        return self.framework.gvk
-
     # --- the Adapter protocol -----------------------------------------------------------------
 
     def managed_by_multikueue(self, obj: Mapping[str, Any]) -> bool:
@@ -98,7 +93,8 @@ class GenericAdapter:
     def remote_copy(self, obj: Mapping[str, Any], *, origin: str, workload_name: str) -> dict[str, Any]:
         """The object to create on the worker, built in this order:
 
-        1. ``apiVersion``, ``kind``, ``metadata`` {name, namespace, labels,
+        1. ``apiVersion`` and ``kind`` of the entry (the version the adapter
+           reads and writes), ``metadata`` {name, namespace, labels,
            annotations} and a deep copy of ``spec``; nothing else (no owner
            references, finalizers, status or server-set metadata);
         2. the managed-by field removed (its parent is kept, even if empty),
@@ -116,8 +112,8 @@ class GenericAdapter:
         """
         metadata = obj.get("metadata") or {}
         copy_: dict[str, Any] = {
-            "apiVersion": obj.get("apiVersion", self.api_version),
-            "kind": obj.get("kind", self.kind),
+            "apiVersion": self.api_version,
+            "kind": self.kind,
             "metadata": {"name": metadata.get("name")},
         }
         if metadata.get("namespace"):
@@ -134,8 +130,8 @@ class GenericAdapter:
             self._set(hold.path, copy_, copy.deepcopy(hold.value), "hold.path")
         for program in self.framework.creation_patches:
             copy_ = apply_merge_patch(copy_, program.evaluate(copy_))
-        copy_["apiVersion"] = obj.get("apiVersion", self.api_version)
-        copy_["kind"] = obj.get("kind", self.kind)
+        copy_["apiVersion"] = self.api_version
+        copy_["kind"] = self.kind
         if not isinstance(copy_.get("metadata"), dict):
             copy_["metadata"] = {}
         copy_["metadata"]["name"] = metadata.get("name")
@@ -165,12 +161,7 @@ class GenericAdapter:
         """
         patch: dict[str, Any] = {}
         for path in self.framework.status_sync:
-            found_remote, wanted = path.lookup(remote)
-            found_local, current = path.lookup(local)
-            if not found_remote:
-                wanted = None
-            if not found_local:
-                current = None
+            wanted, current = path.get(remote), path.get(local)  # absent and null are the same here
             if wanted == current:
                 continue
             if path.steps == _STATUS.steps:

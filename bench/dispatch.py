@@ -3,7 +3,7 @@
 Starts three full local clusters (manager + 2 workers, kwok nodes), our
 controller on each (manager role on the manager, worker role on workers),
 wires a MultiKueue AdmissionCheck, submits N Jobs from 16 client threads (one 10m-CPU pod each,
-running 1 s on kwok) to the manager and prints:
+running 1 s on kwok) to the manager, all at once or at ``--rate`` per second, and prints:
 
 - dispatch latency: manager Workload ``QuotaReserved`` -> the Job created on a worker;
 - status-sync latency: the worker's Job ``Complete`` -> the manager's Job ``Complete``;
@@ -12,19 +12,21 @@ running 1 s on kwok) to the manager and prints:
 
     python bench/dispatch.py --jobs 1000
 
-Timestamps are taken by watches in this process (client-side), so each
-latency includes one watch delivery.
+Timestamps are wall-clock times taken by watches running in their own
+processes (one per watched collection), so a flood of events on one watch
+does not delay the others; each latency includes one watch delivery on each
+end, which roughly cancels out.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +41,32 @@ from multikueue.dev.pytest_plugin import free_base_port
 NS = "bench"
 
 
-def watch_forever(list_fn: Callable[..., Any], args: tuple[Any, ...], on_event: Callable[[dict[str, Any]], None], stop: threading.Event) -> None:
-    while not stop.is_set():
+def watch_process(kubeconfig: str, group: str, version: str, plural: str, kind: str, out: Any) -> None:
+    """Watch one collection in the bench namespace; send (kind, name, event time, object digest) to ``out``."""
+    from kubernetes import config as kconfig
+
+    api = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=kubeconfig))
+    version_seen = ""
+    while True:
         try:
-            for event in watch.Watch().stream(list_fn, *args, timeout_seconds=10):
-                on_event(event["object"])
-                if stop.is_set():
-                    return
+            for event in watch.Watch().stream(
+                api.list_namespaced_custom_object, group, version, NS, plural, resource_version=version_seen, timeout_seconds=30
+            ):
+                now = time.time()
+                obj = event["object"]
+                version_seen = obj["metadata"].get("resourceVersion", version_seen)
+                out.put((kind, now, digest(kind, obj)))
         except Exception:  # noqa: BLE001 - a benchmark watch just retries
+            version_seen = ""
             time.sleep(0.2)
+
+
+def digest(kind: str, obj: dict[str, Any]) -> tuple[str, bool]:
+    """(job name, the fact this watch times) of one event, small enough to pass between processes."""
+    if kind == "manager-workload":
+        owners = obj["metadata"].get("ownerReferences") or []
+        return (owners[0]["name"] if owners else "", o.is_true(obj, "QuotaReserved"))
+    return (obj["metadata"]["name"], job_done(obj))
 
 
 def job_done(obj: dict[str, Any]) -> bool:
@@ -72,6 +91,7 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=0.0, help="Jobs submitted per second (default: as fast as 16 threads go)")
     args = parser.parse_args()
     n = args.jobs
     binaries = ensure_binaries().binaries
@@ -83,6 +103,7 @@ def main() -> None:
         clusters.up(options, binaries)
         controllers: list[ControllerProcess] = []
         stop = threading.Event()
+        watch_procs: list[Any] = []
         try:
             for index, cluster in enumerate(clusters.clusters):
                 role = "manager" if index == 0 else "worker"
@@ -108,31 +129,35 @@ def main() -> None:
             remote_done: dict[str, float] = {}
             manager_done: dict[str, float] = {}
 
-            def on_manager_workload(obj: dict[str, Any]) -> None:
-                owners = obj["metadata"].get("ownerReferences") or []
-                if owners and owners[0]["name"] not in reserved and o.is_true(obj, "QuotaReserved"):
-                    reserved[owners[0]["name"]] = time.monotonic()
+            def collect(queue: Any) -> None:
+                while not stop.is_set():
+                    try:
+                        kind, at, (name, fact) = queue.get(timeout=0.5)
+                    except Exception:  # noqa: BLE001 - queue.Empty
+                        continue
+                    if kind == "manager-workload":
+                        if fact and name:
+                            reserved.setdefault(name, at)
+                    elif kind == "remote-job":
+                        remote_created.setdefault(name, at)
+                        if fact:
+                            remote_done.setdefault(name, at)
+                    elif fact:
+                        manager_done.setdefault(name, at)
 
-            def on_remote_job(obj: dict[str, Any]) -> None:
-                name = obj["metadata"]["name"]
-                remote_created.setdefault(name, time.monotonic())
-                if name not in remote_done and job_done(obj):
-                    remote_done[name] = time.monotonic()
-
-            def on_manager_job(obj: dict[str, Any]) -> None:
-                name = obj["metadata"]["name"]
-                if name not in manager_done and job_done(obj):
-                    manager_done[name] = time.monotonic()
-
-            custom = [client.CustomObjectsApi(api) for api in apis]
+            events: Any = multiprocessing.get_context("spawn").Queue()
+            paths = [str(c.kubeconfig_path) for c in clusters.clusters]
             watchers = [
-                (custom[0].list_namespaced_custom_object, ("kueue.x-k8s.io", "v1beta2", NS, "workloads"), on_manager_workload),
-                (custom[0].list_namespaced_custom_object, ("batch", "v1", NS, "jobs"), on_manager_job),
-                (custom[1].list_namespaced_custom_object, ("batch", "v1", NS, "jobs"), on_remote_job),
-                (custom[2].list_namespaced_custom_object, ("batch", "v1", NS, "jobs"), on_remote_job),
+                (paths[0], "kueue.x-k8s.io", "v1beta2", "workloads", "manager-workload"),
+                (paths[0], "batch", "v1", "jobs", "manager-job"),
+                (paths[1], "batch", "v1", "jobs", "remote-job"),
+                (paths[2], "batch", "v1", "jobs", "remote-job"),
             ]
-            for fn, fargs, cb in watchers:
-                threading.Thread(target=watch_forever, args=(fn, fargs, cb, stop), daemon=True).start()
+            for spec in watchers:
+                proc = multiprocessing.get_context("spawn").Process(target=watch_process, args=(*spec, events), daemon=True)
+                proc.start()
+                watch_procs.append(proc)
+            threading.Thread(target=collect, args=(events,), daemon=True).start()
             peak = [0.0]
             manager_pid = controllers[0].process.pid if controllers[0].process else 0
 
@@ -150,9 +175,20 @@ def main() -> None:
                 body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": "1s"}}
                 batch.create_namespaced_job(NS, body)
 
+            time.sleep(3)  # let the watcher processes start
             started = time.monotonic()
             with ThreadPoolExecutor(max_workers=16) as pool:
-                list(pool.map(submit, range(n)))
+                if args.rate > 0:
+                    futures = []
+                    for i in range(n):
+                        delay = started + i / args.rate - time.monotonic()
+                        if delay > 0:
+                            time.sleep(delay)
+                        futures.append(pool.submit(submit, i))
+                    for future in futures:
+                        future.result()
+                else:
+                    list(pool.map(submit, range(n)))
             submitted = time.monotonic()
             deadline = time.monotonic() + 1800
             while len(manager_done) < n and time.monotonic() < deadline:
@@ -160,6 +196,8 @@ def main() -> None:
             finished = time.monotonic()
         finally:
             stop.set()
+            for proc in watch_procs:
+                proc.terminate()
             for ctl in controllers:
                 ctl.stop()
             clusters.down()
@@ -168,7 +206,7 @@ def main() -> None:
     sync = [manager_done[j] - remote_done[j] for j in manager_done if j in remote_done]
     print(f"submitted {n} Jobs in {submitted - started:.1f}s; {len(manager_done)} Complete on the manager after {finished - started:.1f}s")
     if dispatch:
-        span = max(remote_created.values()) - min(reserved.values())
+        span = max(remote_created.values()) - min(reserved.values())  # wall-clock seconds
         print(
             f"dispatch (manager QuotaReserved -> worker Job created): p50 {statistics.median(dispatch) * 1000:.0f} ms, "
             f"p99 {pct(dispatch, 0.99) * 1000:.0f} ms over {len(dispatch)} Jobs; {len(remote_created) / span:.0f} Jobs dispatched/s"

@@ -50,7 +50,7 @@ def watch_process(kubeconfig: str, group: str, version: str, plural: str, kind: 
     while True:
         try:
             for event in watch.Watch().stream(
-                api.list_namespaced_custom_object, group, version, NS, plural, resource_version=version_seen, timeout_seconds=30
+                api.list_namespaced_custom_object, group, version, NS, plural, resource_version=version_seen, timeout_seconds=30, deserialize=False
             ):
                 now = time.time()
                 obj = event["object"]
@@ -83,6 +83,29 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def request_counts(api: client.ApiClient) -> dict[tuple[str, str], float]:
+    """apiserver_request_total summed by (verb, resource), from the API server's /metrics."""
+    _, url, headers, _, _ = api.param_serialize(method="GET", resource_path="/metrics", auth_settings=["BearerToken"])
+    response = api.call_api("GET", url, header_params=headers)
+    response.read()
+    counts: dict[tuple[str, str], float] = {}
+    for line in response.data.decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(","))
+        key = (labels.get("verb", "").strip('"'), labels.get("resource", "").strip('"') + ("/" + labels["subresource"].strip('"') if labels.get("subresource", '""') != '""' else ""))
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def print_requests(name: str, before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], jobs: int) -> None:
+    deltas = sorted(((after[k] - before.get(k, 0.0)) / jobs, k) for k in after if after[k] - before.get(k, 0.0) >= jobs * 0.05)
+    total = sum(d for d, k in deltas if k[0] not in ("WATCH", "LIST"))
+    print(f"{name}: {total:.1f} requests per Job (mutating and GET)")
+    for per_job, (verb, resource) in reversed(deltas):
+        print(f"    {per_job:6.2f} {verb} {resource}")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -91,6 +114,7 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--requests", action="store_true", help="also print each API server's requests per Job by verb and resource")
     parser.add_argument("--rate", type=float, default=0.0, help="Jobs submitted per second (default: as fast as 16 threads go)")
     args = parser.parse_args()
     n = args.jobs
@@ -176,6 +200,7 @@ def main() -> None:
                 batch.create_namespaced_job(NS, body)
 
             time.sleep(3)  # let the watcher processes start
+            counts_before = [request_counts(api) for api in apis] if args.requests else []
             started = time.monotonic()
             with ThreadPoolExecutor(max_workers=16) as pool:
                 if args.rate > 0:
@@ -194,6 +219,15 @@ def main() -> None:
             while len(manager_done) < n and time.monotonic() < deadline:
                 time.sleep(1)
             finished = time.monotonic()
+            if args.requests:
+                time.sleep(3)  # the last deletions and events
+                for cluster, api, before in zip(clusters.clusters, apis, counts_before):
+                    print_requests(cluster.name, before, request_counts(api), n)
+                    reasons: dict[str, int] = {}
+                    for event in client.CoreV1Api(api).list_namespaced_event(NS).items:
+                        key = f"{event.involved_object.kind}/{event.reason}"
+                        reasons[key] = reasons.get(key, 0) + 1
+                    print("    events:", ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
         finally:
             stop.set()
             for proc in watch_procs:

@@ -388,19 +388,38 @@ class MultiKueueController:
             wl = await self._write_status(wl, status)
             for kind, reason, message in events:
                 self._event(wl, kind, reason, message)
-        for action in remote_actions:
+        if remote_actions and all(isinstance(a, _INDEPENDENT_ACTIONS) for a in remote_actions):
+            # Workers are independent: act on them at once (in plan order on each one), so
+            # the second copy is not a round trip behind the first and no worker gets a head start.
+            by_cluster: dict[str, list[Any]] = {}
+            for action in remote_actions:
+                by_cluster.setdefault(action.cluster, []).append(action)
+            results = await asyncio.gather(
+                *(self._run_remote(wl, plan_check, actions, adapter, owner) for actions in by_cluster.values()),
+                return_exceptions=True,
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            return
+        await self._run_remote(wl, plan_check, remote_actions, adapter, owner)
+
+    async def _run_remote(
+        self, wl: Workload, plan_check: str, actions: list[Any], adapter: Adapter | None, owner: Mapping[str, Any] | None
+    ) -> None:
+        """Carry out worker-side actions in order; stop at the first that says so."""
+        current: Workload | None = wl
+        for action in actions:
             remote = self.clusters.get(action.cluster)
-            if remote is None or remote.kube is None:
+            if remote is None or remote.kube is None or current is None:
                 return
             try:
-                wl = await self._remote_action(wl, action, remote, adapter, owner)
+                current = await self._remote_action(current, action, remote, adapter, owner)
             except ApiException as exc:
                 if exc.status in (403, 404, 422):
                     # A missing namespace, CRD or permission on the worker: say so where the user looks.
-                    await self._report(wl, plan_check, f"Worker {remote.name!r}: {type(action).__name__} failed: {_api_message(exc)}")
+                    await self._report(current, plan_check, f"Worker {remote.name!r}: {type(action).__name__} failed: {_api_message(exc)}")
                 raise
-            if wl is None:
-                return
 
     async def _report(self, wl: Workload, check: str, message: str) -> None:
         """Put ``message`` on the check (state unchanged) unless it already says so."""
@@ -531,6 +550,15 @@ class MultiKueueController:
     async def stop(self) -> None:
         for name in list(self.clusters):
             await self._stop_cluster(name)
+
+
+#: Worker-side actions that touch only their own worker (not the local Workload): safe to run side by side.
+_INDEPENDENT_ACTIONS = (
+    dispatch.CreateRemoteWorkload,
+    dispatch.DeleteRemoteWorkload,
+    dispatch.CreateRemoteJob,
+    dispatch.DeleteRemoteJob,
+)
 
 
 def _api_message(exc: ApiException) -> str:

@@ -307,7 +307,8 @@ def _delete_remote(view: ClusterView) -> list[Action]:
     actions: list[Action] = []
     if view.job_exists:
         actions.append(DeleteRemoteJob(view.name))
-    if view.workload is not None:
+    if view.workload is not None and view.workload.metadata.deletion_timestamp is None:
+        # A copy already being deleted (a finalizer holds it) needs no second request.
         actions.append(DeleteRemoteWorkload(view.name))
     return actions
 

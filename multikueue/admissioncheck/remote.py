@@ -361,6 +361,9 @@ def _watch_loop(
                 allow_watch_bookmarks=True,
                 timeout_seconds=WATCH_SECONDS,
                 _request_timeout=(5, WATCH_SECONDS + 15),
+                # One json.loads per event: the client's default deserialisation dumps and
+                # re-parses every object (a fifth of the manager's CPU under load).
+                deserialize=False,
             ):
                 if not current():
                     stream.stop()

@@ -174,6 +174,7 @@ class ClusterSet:
                 self.clusters,
             )
             _parallel(lambda c: nodes.wait_default_service_account(self.api(c)), self.clusters)
+            _parallel(lambda c: c.wait_workers(), self.clusters)
         self.timings["ready"] = time.monotonic() - t0
 
     def down(self) -> None:

@@ -260,6 +260,19 @@ class LocalCluster:
             )
         )
 
+    def wait_workers(self, timeout: float = 60) -> None:
+        """Wait for kube-controller-manager's and kube-scheduler's /healthz (full clusters).
+
+        A component that cannot bind its port exits at once; without this
+        check the cluster would look fine while pods stay unscheduled.
+        """
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # their serving certificates are self-signed, generated in memory
+        for component, port in (("kube-controller-manager", self.ports.controller_manager), ("kube-scheduler", self.ports.scheduler)):
+            url = f"https://127.0.0.1:{port}/healthz"
+            wait_until(lambda: _http_ok(url, context), timeout, 0.25, f"{self.name} {component} /healthz", self._process(component))
+
     def stop(self) -> None:
         """Stop every process, the API consumers first and etcd last."""
         for proc in reversed(self.processes):

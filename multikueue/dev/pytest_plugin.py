@@ -45,11 +45,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux; a common default elsewhere)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_base_port(clusters: int) -> int:
-    """A base port whose whole range of cluster ports is free right now."""
+    """A base port whose whole range of cluster ports is free right now.
+
+    The range is taken below the kernel's ephemeral range when there is room:
+    a port picked there can be taken by any outgoing connection between this
+    check and the component's bind (seen: a kube-scheduler that never started
+    under load).
+    """
     span = clusters * PORTS_PER_CLUSTER
+    low, high = _ephemeral_ports()
+    start, end = (20000, low - span) if low - span > 20000 + 10 * span else (high + 1, 65535 - span)
+    if end <= start:
+        start, end = 30000, 60000 - span
     for _ in range(200):
-        base = random.randrange(30000, 60000 - span, PORTS_PER_CLUSTER)
+        base = random.randrange(start, end, PORTS_PER_CLUSTER)
         if not any(port_in_use(p) for p in range(base, base + span)):
             return base
     raise RuntimeError("no free range of loopback ports found")

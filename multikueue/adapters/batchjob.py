@@ -39,6 +39,10 @@ class BatchJobAdapter:
         patch = merge_patch(current, wanted)
         if not patch:
             return None
+        if patch.get("startTime", "") is None and not batchjob.is_suspended(local):
+            # The API refuses to clear a running Job's startTime; a worker Job that was suspended and
+            # resumed around its end can report none. Keep the manager's.
+            del patch["startTime"]
         # The API refuses a finished Job with uncounted pods: clear them explicitly, even if our copy
         # of the manager's Job is older than what the API server has.
         uncounted = wanted.get("uncountedTerminatedPods") or {}

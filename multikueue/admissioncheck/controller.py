@@ -33,6 +33,8 @@ from multikueue.admissioncheck.remote_workload import remote_workload_copy
 from multikueue.api import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
 from multikueue.api.constants import ACTIVE, GROUP, VERSION, ConditionStatus, Labels, MultiKueue
 from multikueue.api.meta import Condition, find_condition
+from multikueue.core import lifecycle
+from multikueue.observability import metrics
 from multikueue.runtime.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, WORKLOADS
 from multikueue.runtime.writer import workload_ref
 
@@ -384,10 +386,14 @@ class MultiKueueController:
                 status["clusterName"] = action.name
             else:
                 remote_actions.append(action)
+        admitted = self._admitted_with(wl, checks, status, events)
         if status:
             wl = await self._write_status(wl, status)
             for kind, reason, message in events:
                 self._event(wl, kind, reason, message)
+            if admitted:
+                cq = wl.status.admission.cluster_queue if wl.status and wl.status.admission else ""
+                metrics.ADMITTED_WORKLOADS.labels(cq or "").inc()
         if remote_actions and all(isinstance(a, _INDEPENDENT_ACTIONS) for a in remote_actions):
             # Workers are independent: act on them at once (in plan order on each one), so
             # the second copy is not a round trip behind the first and no worker gets a head start.
@@ -421,6 +427,26 @@ class MultiKueueController:
                     await self._report(current, plan_check, f"Worker {remote.name!r}: {type(action).__name__} failed: {_api_message(exc)}")
                 raise
 
+    @staticmethod
+    def _admitted_with(
+        wl: Workload, checks: list[Any], status: dict[str, Any], events: list[tuple[str, str, str]]
+    ) -> bool:
+        """Fold the ``Admitted`` transition into this write when the new check states complete it.
+
+        The lifecycle handler would write it one watch round trip later; doing
+        it here saves a write and that delay on every dispatch. Only when no
+        finalizer is missing (that write stays with the lifecycle handler).
+        """
+        if "admissionChecks" not in status or wl.status is None:
+            return False
+        preview = wl.model_copy(update={"status": wl.status.model_copy(update={"admission_checks": checks})})
+        update = lifecycle.next_update(preview, utcnow())
+        if update is None or update.transition != "admitted" or update.add_finalizer or update.status is None:
+            return False
+        status.update(update.status)
+        events += [(e.type, e.reason, e.message) for e in update.events]
+        return True
+
     async def _report(self, wl: Workload, check: str, message: str) -> None:
         """Put ``message`` on the check (state unchanged) unless it already says so."""
         current = next((c for c in (wl.status.admission_checks or []) if c.name == check), None) if wl.status else None
@@ -450,7 +476,8 @@ class MultiKueueController:
                 return None
             body = adapter.remote_copy(owner, origin=self.origin, workload_name=name)
             await _create(remote, adapter.ref, namespace, body)
-            self._event(wl, "Normal", "MultiKueueDispatched", f"{adapter.kind} created on worker {remote.name}")
+            # The Ready event of the same dispatch already names the worker: a log line, not a second Event.
+            log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=adapter.kind, reason="MultiKueueDispatched")
         elif isinstance(action, dispatch.DeleteRemoteJob):
             if adapter is None or owner is None:
                 return wl

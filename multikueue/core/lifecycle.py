@@ -109,6 +109,15 @@ def reservation_status(
     return status
 
 
+def may_report_pending(wl: Workload | None, *, assumed: bool) -> bool:
+    """Whether a "why it waits" write decided earlier still applies to ``wl`` as it is now.
+
+    Such writes run after the admissions of their cycle, so the Workload may
+    hold quota (or be assumed to) by then: the write would erase that reservation.
+    """
+    return wl is not None and not assumed and not holds_quota(wl) and not wl.is_finished
+
+
 def pending_status(wl: Workload, reason: str, message: str, now: datetime) -> dict[str, Any]:
     """The status patch that says why a Workload still waits."""
     conditions = _conditions(wl)

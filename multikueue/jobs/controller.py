@@ -86,6 +86,21 @@ class JobReconciler:
             return
         if action.step is Step.NONE:
             return
+        if action.step is Step.STOP and wl is not None and batchjob.prebuilt_workload_name(job):
+            # A MultiKueue worker copy is created only once its Workload is admitted, but this
+            # controller's watch of Workloads may lag behind its watch of Jobs: confirm with a live
+            # read before suspending a Job that may be running for good reason.
+            try:
+                live = await self.state.kube.get_or_none(WORKLOADS, namespace, wl.name)
+            except ApiException:
+                return  # the next event reconciles again
+            if live is not None:
+                fresh = Workload.from_k8s(live)
+                self.state.cache.upsert_workload(fresh)
+                action = decide(job, fresh, flavors=self.state.cache.flavors, priority=priority, priority_class=priority_class)
+                wl = fresh
+                if action.step is Step.NONE:
+                    return
         try:
             await self._apply(job, wl, action)
         except ApiException as exc:

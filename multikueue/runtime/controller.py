@@ -265,8 +265,9 @@ async def _admit(state: ControllerState, decision: Any, gate: asyncio.Semaphore)
 async def _pending(state: ControllerState, update: Any, gate: asyncio.Semaphore) -> None:
     async with gate:
         wl = state.cache.workload(update.key)
-        if wl is None:
+        if not lifecycle.may_report_pending(wl, assumed=state.cache.is_assumed(update.key)):
             return
+        assert wl is not None
         status = lifecycle.pending_status(wl, update.reason, update.message, utcnow())
         try:
             await state.writer.pending(wl, status)

@@ -10,7 +10,7 @@ import pytest
 from multikueue.api import Workload
 from multikueue.api.constants import Finalizers
 from multikueue.api.workload import Admission
-from multikueue.core.lifecycle import holds_quota, next_update, pending_status, reservation_status
+from multikueue.core.lifecycle import holds_quota, may_report_pending, next_update, pending_status, reservation_status
 
 pytestmark = pytest.mark.unit
 
@@ -125,3 +125,10 @@ def test_pending_status_keeps_other_conditions() -> None:
     wl = workload(reserved=False, finalizer=False)
     status = pending_status(wl, "Pending", "couldn't assign flavors", NOW)
     assert status["conditions"][-1]["message"] == "couldn't assign flavors"
+
+
+def test_a_late_why_it_waits_write_never_erases_a_reservation() -> None:
+    assert may_report_pending(workload(reserved=False), assumed=False)
+    assert not may_report_pending(workload(reserved=False), assumed=True)
+    assert not may_report_pending(workload(reserved=True), assumed=False)
+    assert not may_report_pending(None, assumed=False)

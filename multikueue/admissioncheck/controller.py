@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from multikueue.adapters.base import Adapter, SyncLater
 from multikueue.adapters.batchjob import BatchJobAdapter
+from multikueue.adapters.generic import GenericAdapter
 from multikueue.admissioncheck import dispatch
 from multikueue.admissioncheck.checks import ClusterHealth, check_status, config_name
 from multikueue.admissioncheck.gc import find_orphans
@@ -153,12 +154,26 @@ class MultiKueueController:
             origin=self.origin,
             namespace=self.state.namespace,
             manager=self.state.kube,
-            job_refs=[a.ref for a in self.adapters.values()],
+            job_refs=self._job_refs(),
             on_change=self._on_remote_change,
             on_state=self._on_remote_state,
         )
         self.clusters[spec.name] = remote
         remote.start()
+
+    def all_adapters(self) -> list[Adapter]:
+        """Built-in adapters, then those of the external frameworks configured now."""
+        return [*self.adapters.values(), *self.state.frameworks.adapters()]
+
+    def _job_refs(self) -> list[Any]:
+        return [a.ref for a in self.all_adapters()]
+
+    def frameworks_changed(self) -> None:
+        """The external frameworks changed: watch their kinds on the workers and re-plan."""
+        refs = self._job_refs()
+        for remote in self.clusters.values():
+            remote.set_job_refs(refs)
+        self._reconcile_all()
 
     async def _stop_cluster(self, name: str) -> None:
         remote = self.clusters.pop(name, None)
@@ -262,18 +277,27 @@ class MultiKueueController:
         if not owners:
             return None, None, "The workload has no owner job to dispatch"
         ref = owners[0]
-        adapter = self.adapters.get((ref.api_version, ref.kind))
+        adapter: Adapter | None = self.adapters.get((ref.api_version, ref.kind))
+        if adapter is None:
+            adapter = self.state.frameworks.adapter_for(ref.api_version, ref.kind)
         if adapter is None:
             return None, None, f'No multikueue adapter found for owner kind "{ref.kind}.{ref.api_version}"'
-        owner = self.state.jobs.jobs.get((wl.namespace or "", ref.name)) if ref.kind == "Job" else None
+        if isinstance(adapter, BatchJobAdapter):
+            owner = self.state.jobs.jobs.get((wl.namespace or "", ref.name))
+        else:
+            owner = self.state.frameworks.get(ref.api_version, ref.kind, wl.namespace or "", ref.name)
         if owner is None:
             return adapter, None, None
         if not adapter.managed_by_multikueue(owner):
-            managed = (owner.get("spec") or {}).get("managedBy")
+            if isinstance(adapter, GenericAdapter):
+                path = adapter.framework.managed_by
+                where, managed = path.canonical, path.get(owner)
+            else:
+                where, managed = "spec.managedBy", (owner.get("spec") or {}).get("managedBy")
             return (
                 adapter,
                 owner,
-                f"The owner is not managed by Kueue: {ref.kind} {wl.namespace}/{ref.name} has spec.managedBy "
+                f"The owner is not managed by Kueue: {ref.kind} {wl.namespace}/{ref.name} has {where} "
                 f"{managed!r}, not {MultiKueue.MANAGED_BY!r}",
             )
         return adapter, owner, None
@@ -528,7 +552,8 @@ class MultiKueueController:
         remote_job = remote.jobs.get((adapter.ref.plural, (meta["namespace"], meta["name"])))
         if remote_job is None:
             return True
-        if final and not adapter.is_finished(remote_job):
+        knows_finished = not isinstance(adapter, GenericAdapter) or adapter.framework.finished is not None
+        if final and knows_finished and not adapter.is_finished(remote_job):
             return False  # the job's own final event is still on its way
         try:
             patch = adapter.status_patch(owner, remote_job)
@@ -561,7 +586,7 @@ class MultiKueueController:
                 continue
             jobs = [(plural, key, obj) for (plural, key), obj in remote.jobs.items()]
             orphans = find_orphans(remote.workloads, jobs, lambda key: self.state.cache.workload(key) is not None)
-            refs = {a.ref.plural: a.ref for a in self.adapters.values()}
+            refs = {a.ref.plural: a.ref for a in self.all_adapters()}
             try:
                 for plural, namespace, name in orphans.jobs:
                     await remote.kube.delete(refs[plural], namespace, name)

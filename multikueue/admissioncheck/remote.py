@@ -85,6 +85,7 @@ class RemoteCluster:
     _generation: int = 0
     _source_version: str | None = None
     _failure: asyncio.Future[RemoteUnavailable] | None = None
+    _ref_generations: dict[str, int] = field(default_factory=dict)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -274,15 +275,55 @@ class RemoteCluster:
 
     # -- watches ------------------------------------------------------------------
 
+    def set_job_refs(self, refs: list[ResourceRef]) -> None:
+        """Follow a new set of job kinds (the external frameworks changed) without reconnecting.
+
+        Kinds no longer listed stop being watched; new ones are listed and
+        watched on the current connection (or at the next connect).
+        """
+        removed = [r for r in self.job_refs if r not in refs]
+        added = [r for r in refs if r not in self.job_refs]
+        self.job_refs = list(refs)
+        for ref in removed:
+            self._ref_generations[ref.plural] = self._ref_generations.get(ref.plural, 0) + 1
+            for key in [k for k in self.jobs if k[0] == ref.plural]:
+                self.jobs.pop(key, None)
+        if added and self.kube is not None:
+            asyncio.create_task(self._watch_added(added, self._generation))
+
+    async def _watch_added(self, refs: list[ResourceRef], generation: int) -> None:
+        kube = self.kube
+        if kube is None:
+            return
+        selector = f"{Labels.MULTIKUEUE_ORIGIN}={self.origin}"
+        for ref in refs:
+            try:
+                result = await kube.call(_list, kube.api, ref, selector)
+            except ApiException as exc:
+                log.warning("job kind not usable on worker", cluster=self.name, gvk=f"{ref.plural}.{ref.group}/{ref.version}", status=exc.status)
+                continue
+            except Exception as exc:  # noqa: BLE001 - the connection's own watches notice a broken worker
+                log.warning("job kind not listed on worker", cluster=self.name, gvk=f"{ref.plural}.{ref.group}/{ref.version}", error=_brief(exc))
+                continue
+            if generation != self._generation or ref not in self.job_refs:
+                return
+            for item in result.get("items", []):
+                self.jobs[(ref.plural, _key(item))] = item
+            self._start_watch(kube.api, ref, selector, result["metadata"].get("resourceVersion", ""), generation)
+
     def _start_watch(self, api: client.ApiClient, ref: ResourceRef, selector: str, version: str, generation: int) -> None:
         loop = asyncio.get_running_loop()
+        ref_generation = self._ref_generations.get(ref.plural, 0)
+
+        def current() -> bool:
+            return generation == self._generation and self._ref_generations.get(ref.plural, 0) == ref_generation
 
         def deliver(kind: str, event_type: str, obj: dict[str, Any]) -> None:
-            if generation == self._generation:
+            if current():
                 self._on_watch_event(ref, event_type, obj)
 
         def fail(exc: BaseException) -> None:
-            if generation == self._generation and self._failure is not None and not self._failure.done():
+            if current() and self._failure is not None and not self._failure.done():
                 self._failure.set_result(
                     RemoteUnavailable(
                         MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
@@ -292,7 +333,7 @@ class RemoteCluster:
 
         thread = threading.Thread(
             target=_watch_loop,
-            args=(api, ref, selector, version, lambda: generation == self._generation, loop, deliver, fail),
+            args=(api, ref, selector, version, current, loop, deliver, fail),
             name=f"watch {self.name} {ref.plural}",
             daemon=True,
         )

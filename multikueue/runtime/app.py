@@ -107,7 +107,18 @@ async def run_controller(options: ControllerOptions) -> None:
         loaded = await read_configuration(kube, options.namespace, options.config_map)
         events = EventRecorder(kube, options.namespace)
         state = ControllerState(
-            role=options.role, namespace=options.namespace, config=loaded.config, kube=kube, events=events
+            role=options.role,
+            namespace=options.namespace,
+            config=loaded.config,
+            kube=kube,
+            events=events,
+            config_map=options.config_map,
+        )
+        # Adapters of external frameworks exist before any handler runs, so no Workload is
+        # judged (and rejected) against a half-loaded set.
+        await state.frameworks.load(
+            loaded.config.multi_kueue.external_frameworks,
+            source=await kube.get_or_none(CONFIG_MAPS, options.namespace, options.config_map),
         )
         registry = build_registry(state)
         login.register(registry, kube.api)
@@ -132,6 +143,7 @@ async def run_controller(options: ControllerOptions) -> None:
         @kopf.on.cleanup(registry=registry)
         async def stop_background(**_: Any) -> None:
             await events.stop()
+            await state.frameworks.stop()
             if state.multikueue is not None:
                 await state.multikueue.stop()
 

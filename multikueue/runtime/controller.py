@@ -44,7 +44,7 @@ from multikueue.api import (
     WorkloadPriorityClass,
 )
 from multikueue.api.constants import GROUP, VERSION, MultiKueue
-from multikueue.configuration import Configuration
+from multikueue.configuration import DEFAULT_CONFIG_MAP, Configuration
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.scheduler import schedule
@@ -52,6 +52,7 @@ from multikueue.admissioncheck.controller import MultiKueueController
 from multikueue.jobs.controller import JobReconciler
 from multikueue.observability import metrics
 from multikueue.runtime.events import EventRecorder
+from multikueue.runtime.frameworks import Frameworks
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.queue_status import QueueStatusWriter
 from multikueue.runtime.writer import WorkloadWriter, workload_ref
@@ -81,6 +82,7 @@ class ControllerState:
     config: Configuration
     kube: AsyncKube
     events: EventRecorder
+    config_map: str = DEFAULT_CONFIG_MAP
     cache: Cache = field(default_factory=Cache)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     cycles: int = 0
@@ -89,7 +91,10 @@ class ControllerState:
         self.writer = WorkloadWriter(self.kube, self.events)
         self.queue_status = QueueStatusWriter(self.kube, self.cache)
         self.jobs = JobReconciler(self)
+        self.frameworks = Frameworks(self, self.config_map)
         self.multikueue = MultiKueueController(self) if self.role == "manager" else None
+        if self.multikueue is not None:
+            self.frameworks.on_change = self.multikueue.frameworks_changed
 
     def notify(self) -> None:
         self.wake.set()
@@ -193,6 +198,22 @@ def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
             state.notify()
 
     state.jobs.register(registry)
+
+    @kopf.on.event(
+        "",
+        "v1",
+        "configmaps",
+        registry=registry,
+        id="configuration",
+        when=lambda name, namespace, **_: name == state.config_map and namespace == state.namespace,
+    )
+    async def configuration_changed(event: kopf.RawEvent, **_: Any) -> None:
+        # Only the external frameworks are reloaded; other settings need a restart (logged at start).
+        if event.get("type") == "DELETED":
+            await state.frameworks.load([])
+        else:
+            await state.frameworks.reload_from_configmap(event["object"])
+
     if state.multikueue is not None:
         state.multikueue.register(registry)
 
@@ -222,6 +243,7 @@ async def workload_changed(state: ControllerState, key: tuple[str, str]) -> None
     if update is not None:
         await state.writer.apply(wl, update, utcnow())
     await state.jobs.on_workload(wl)
+    await state.frameworks.on_workload(wl)
     if state.multikueue is not None:
         await state.multikueue.on_workload(wl)
 

@@ -1,0 +1,296 @@
+"""External frameworks end to end: PipelineRuns and a test-defined Widget dispatched through ConfigMap entries.
+
+The Tekton CRDs are upstream's (``../shared/reference/tekton``); no Tekton
+controller runs here (it cannot be built from the registries this machine
+reaches in the time a test has), so the test plays the worker's Tekton: it
+writes the status a PipelineRun reaches on the worker copy. Everything else is
+our controllers on three real local clusters. The ConfigMap entries are
+edited while the controllers run, so every test also shows that an edit takes
+effect without a restart.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from multikueue.dev import objects as o
+from multikueue.dev import wiring
+from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.pytest_plugin import E2E_MANAGER_CONFIG, Clusters, reference_dir
+from multikueue.dev.paths import source_checkout
+
+pytestmark = pytest.mark.e2e
+
+MANAGED_BY = "kueue.x-k8s.io/multikueue"
+CONFIG_MAP = "multikueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+PR = ("tekton.dev", "v1", "pipelineruns")
+WIDGET = ("example.com", "v1alpha1", "widgets")
+
+WIDGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+#: Our extended entry for the Widget: managedBy at a non-default path, pod sets from CEL, nested conditions.
+WIDGET_ENTRY: dict[str, Any] = {
+    "name": "Widget.v1alpha1.example.com",
+    "managedBy": "$.spec.control.managedBy",
+    "workload": {"podSets": '[{"name": "main", "count": object.spec.size, "requests": {"cpu": "1"}}]'},
+    "creationPatches": ['{"metadata": {"annotations": {"example.com/copied-from": object.metadata.name}}}'],
+    "statusSync": ["$.status"],
+    "finished": 'has(object.status) && has(object.status.report) && object.status.report.conditions.exists(c, c.type == "Done" && c.status == "True")',
+    "succeeded": 'object.status.report.conditions.exists(c, c.type == "Done" && c.reason == "Built")',
+}
+
+
+def catalog_entry(name: str) -> dict[str, Any]:
+    return yaml.safe_load((source_checkout() / "adapters" / name).read_text())
+
+
+def set_frameworks(clusters: Clusters, entries: list[dict[str, Any]] | None, *, text: str | None = None) -> None:
+    """Write the external frameworks into every cluster's ConfigMap (the controllers pick it up live)."""
+    for index, api in enumerate(clusters.all):
+        if text is None:
+            base = yaml.safe_load(E2E_MANAGER_CONFIG) if index == 0 else {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+            base.setdefault("multiKueue", {})["externalFrameworks"] = entries or []
+            document = yaml.safe_dump(base)
+        else:
+            document = text
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG_MAP, "namespace": wiring.CONTROLLER_NAMESPACE}, "data": {CONFIG_KEY: document}}
+        wiring.apply(api, [body])
+
+
+@pytest.fixture(scope="module")
+def crds(e2e_clusters: Clusters) -> None:
+    tekton = [d for d in wiring.load_documents(reference_dir() / "tekton") if d.get("kind") == "CustomResourceDefinition"]
+    for api in e2e_clusters.all:
+        wiring.install_crds(api, [*tekton, WIDGET_CRD])
+
+
+@pytest.fixture
+def frameworks(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], crds: None) -> Iterator[None]:
+    """Leave the clusters' ConfigMaps as the other tests expect them."""
+    yield
+    set_frameworks(e2e_clusters, [])
+
+
+def setup_queues(clusters: Clusters, ns: str, resources: dict[str, int]) -> None:
+    manager = o.Kueue(clusters.manager)
+    check, config = f"mk-{ns}", f"mkc-{ns}"
+    manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": config}, "spec": {"clusters": ["worker1", "worker2"]}})
+    manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+                    "spec": {"controllerName": MANAGED_BY, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}})
+    for api, checks in [(clusters.manager, [check]), (clusters.worker(1), None), (clusters.worker(2), None)]:
+        k = o.Kueue(api)
+        k.create(o.resource_flavor(f"default-{ns}"))
+        k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": resources}, checks=checks))
+        k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", check), "Active"), 60, what="MultiKueue check active")
+
+
+def custom(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+def get(api: client.ApiClient, gvr: tuple[str, str, str], ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        return custom(api).get_namespaced_custom_object(*gvr[:2], ns, gvr[2], name)  # type: ignore[no-any-return]
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def pipeline_run(ns: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {"managedBy": MANAGED_BY, "pipelineRef": {"name": "build"}},
+    }
+
+
+def worker_copy(clusters: Clusters, gvr: tuple[str, str, str], ns: str, name: str) -> tuple[int, dict[str, Any]] | None:
+    for index in (1, 2):
+        obj = get(clusters.worker(index), gvr, ns, name)
+        if obj is not None:
+            return index, obj
+    return None
+
+
+def succeeded_status() -> dict[str, Any]:
+    return {
+        "startTime": "2026-11-22T00:00:00Z",
+        "completionTime": "2026-11-22T00:00:05Z",
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "Tasks Completed: 1", "lastTransitionTime": "2026-11-22T00:00:05Z"}],
+    }
+
+
+def workload_for(api: client.ApiClient, ns: str, kind: str, name: str) -> dict[str, Any] | None:
+    for wl in o.Kueue(api).list("Workload", ns):
+        if any(r["kind"] == kind and r["name"] == name for r in wl["metadata"].get("ownerReferences") or []):
+            return wl
+    return None
+
+
+def cleaned_up(clusters: Clusters, gvr: tuple[str, str, str], ns: str) -> bool:
+    return all(
+        not custom(clusters.worker(i)).list_namespaced_custom_object(*gvr[:2], ns, gvr[2])["items"] and not o.Kueue(clusters.worker(i)).list("Workload", ns)
+        for i in (1, 2)
+    )
+
+
+def test_upstream_entry_dispatches_a_pipelinerun_whose_workload_another_party_created(
+    e2e_clusters: Clusters, frameworks: None, namespace: str
+) -> None:
+    ns = namespace
+    setup_queues(e2e_clusters, ns, {"cpu": 10})
+    set_frameworks(e2e_clusters, [{"name": "PipelineRun.v1.tekton.dev"}])
+    manager = e2e_clusters.manager
+    pr = custom(manager).create_namespaced_custom_object(*PR[:2], ns, PR[2], pipeline_run(ns, "upstream"))
+    # The external party (upstream: a Tekton integration) creates the Workload.
+    wl = o.workload(ns, "pipelinerun-upstream", "user-queue", {"cpu": "1"})
+    wl["metadata"]["ownerReferences"] = [{"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "name": "upstream", "uid": pr["metadata"]["uid"], "controller": True}]
+    o.Kueue(manager).create(wl)
+
+    index, copy_ = o.wait_for(lambda: worker_copy(e2e_clusters, PR, ns, "upstream"), 60, what="PipelineRun on a worker")
+    assert "managedBy" not in copy_["spec"]
+    labels = copy_["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/prebuilt-workload-name"] == "pipelinerun-upstream"
+    assert labels["kueue.x-k8s.io/multikueue-origin"] == "multikueue-e2e"
+    assert "status" not in copy_ or not copy_["status"]
+
+    # Play the worker's Tekton and its Kueue integration: the run succeeds and its Workload finishes.
+    worker = e2e_clusters.worker(index)
+    custom(worker).patch_namespaced_custom_object_status(*PR[:2], ns, PR[2], "upstream", {"status": succeeded_status()})
+    o.Kueue(worker).patch("Workload", "pipelinerun-upstream", {"status": {"conditions": [
+        {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "PipelineRun succeeded", "lastTransitionTime": "2026-11-22T00:00:05Z"}]}}, ns, status=True)
+
+    def synced() -> bool:
+        status = (get(manager, PR, ns, "upstream") or {}).get("status") or {}
+        return any(c["type"] == "Succeeded" and c["status"] == "True" for c in status.get("conditions") or [])
+
+    o.wait_for(synced, 60, what="manager PipelineRun Succeeded")
+    finished = o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", "pipelinerun-upstream", ns), "Finished"), 60, what="manager Workload Finished")
+    assert finished["reason"] == "Succeeded"
+    o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns), 60, what="worker copies removed")
+
+
+def test_catalog_entry_dispatches_a_pipelinerun_with_no_external_controller(
+    e2e_clusters: Clusters, frameworks: None, namespace: str
+) -> None:
+    ns = namespace
+    setup_queues(e2e_clusters, ns, {"pipelineruns.tekton.dev": 2})
+    set_frameworks(e2e_clusters, [catalog_entry("tekton-pipelinerun.yaml")])
+    manager = e2e_clusters.manager
+    custom(manager).create_namespaced_custom_object(*PR[:2], ns, PR[2], pipeline_run(ns, "ours"))
+
+    wl = o.wait_for(lambda: workload_for(manager, ns, "PipelineRun", "ours"), 60, what="Workload created by our manager")
+    assert wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"] == {"pipelineruns.tekton.dev": "1"}
+    index, copy_ = o.wait_for(lambda: worker_copy(e2e_clusters, PR, ns, "ours"), 60, what="PipelineRun on a worker")
+    assert "managedBy" not in copy_["spec"]
+    worker = e2e_clusters.worker(index)
+    # The copy was created held (spec.status: PipelineRunPending); our worker controller releases it
+    # once its Workload copy is admitted there.
+    o.wait_for(lambda: "status" not in (get(worker, PR, ns, "ours") or {}).get("spec", {"status": 1}), 60, what="hold released on the worker")
+
+    custom(worker).patch_namespaced_custom_object_status(*PR[:2], ns, PR[2], "ours", {"status": succeeded_status()})
+
+    def manager_succeeded() -> bool:
+        status = (get(manager, PR, ns, "ours") or {}).get("status") or {}
+        return any(c["type"] == "Succeeded" and c["status"] == "True" for c in status.get("conditions") or [])
+
+    o.wait_for(manager_succeeded, 60, what="manager PipelineRun Succeeded")
+    finished = o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", wl["metadata"]["name"], ns), "Finished"), 60, what="manager Workload Finished")
+    assert finished["reason"] == "Succeeded"
+    o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns), 60, what="worker copies removed")
+
+
+def widget(ns: str, name: str, size: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "example.com/v1alpha1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {"size": size, "control": {"managedBy": MANAGED_BY, "color": "blue"}},
+    }
+
+
+def configmap_events(api: client.ApiClient) -> list[str]:
+    events = client.CoreV1Api(api).list_namespaced_event(wiring.CONTROLLER_NAMESPACE, field_selector=f"involvedObject.name={CONFIG_MAP}")
+    return [e.message for e in events.items]
+
+
+def test_custom_crd_dispatched_from_configmap_entries_added_and_removed_live(
+    e2e_clusters: Clusters, frameworks: None, namespace: str
+) -> None:
+    ns = namespace
+    setup_queues(e2e_clusters, ns, {"cpu": 10})
+    manager = e2e_clusters.manager
+    marker = uuid.uuid4().hex[:6]
+    bad = {"name": f"Gadget{marker.upper().replace('0', 'X')}.v1.example.com", "finished": "object.status.("}
+    # Before the entry exists, a Widget is nobody's business.
+    custom(manager).create_namespaced_custom_object(*WIDGET[:2], ns, WIDGET[2], widget(ns, "early"))
+    set_frameworks(e2e_clusters, [WIDGET_ENTRY, bad])
+
+    # The bad entry is reported on the ConfigMap with its name and field; the good one works.
+    o.wait_for(lambda: any(bad["name"] in m and ".finished" in m for m in configmap_events(manager)), 30, what="Event for the bad entry")
+    custom(manager).create_namespaced_custom_object(*WIDGET[:2], ns, WIDGET[2], widget(ns, "w1", size=2))
+    wl = o.wait_for(lambda: workload_for(manager, ns, "Widget", "w1"), 60, what="Workload for the Widget")
+    assert wl["spec"]["podSets"][0]["count"] == 2
+    index, copy_ = o.wait_for(lambda: worker_copy(e2e_clusters, WIDGET, ns, "w1"), 60, what="Widget on a worker")
+    assert copy_["spec"]["control"] == {"color": "blue"}, "managedBy removed at its own path"
+    assert copy_["metadata"]["annotations"]["example.com/copied-from"] == "w1"
+
+    worker = e2e_clusters.worker(index)
+    report = {"report": {"phase": "Built", "conditions": [{"type": "Done", "status": "True", "reason": "Built"}], "artifacts": {"image": {"digest": "sha256:0"}}}}
+    custom(worker).patch_namespaced_custom_object_status(*WIDGET[:2], ns, WIDGET[2], "w1", {"status": report})
+    o.wait_for(lambda: ((get(manager, WIDGET, ns, "w1") or {}).get("status") or {}) == report, 60, what="nested status synced")
+    finished = o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", wl["metadata"]["name"], ns), "Finished"), 60, what="Widget Workload Finished")
+    assert finished["reason"] == "Succeeded"
+    o.wait_for(lambda: cleaned_up(e2e_clusters, WIDGET, ns), 60, what="worker copies removed")
+
+    # Removing the entry stops managing new Widgets, without a restart.
+    set_frameworks(e2e_clusters, [])
+    time.sleep(3)  # the controllers apply the edit from their ConfigMap watch
+    custom(manager).create_namespaced_custom_object(*WIDGET[:2], ns, WIDGET[2], widget(ns, "late"))
+    with pytest.raises(o.WaitTimeout):
+        o.wait_for(lambda: workload_for(manager, ns, "Widget", "late"), 5, what="no Workload once the entry is gone")
+
+
+def test_configmap_that_is_not_yaml_is_reported_and_changes_nothing(
+    e2e_clusters: Clusters, frameworks: None, namespace: str
+) -> None:
+    manager = e2e_clusters.manager
+    set_frameworks(e2e_clusters, None, text="multiKueue: [unclosed\n  : :")
+    o.wait_for(lambda: any("not valid YAML" in m for m in configmap_events(manager)), 30, what="Event for a ConfigMap that is not YAML")

@@ -164,9 +164,10 @@ def workload_for(api: client.ApiClient, ns: str, kind: str, name: str) -> dict[s
     return None
 
 
-def cleaned_up(clusters: Clusters, gvr: tuple[str, str, str], ns: str) -> bool:
+def cleaned_up(clusters: Clusters, gvr: tuple[str, str, str], ns: str, name: str, workload: str) -> bool:
+    """Neither worker has the object ``name`` or the Workload ``workload`` any more."""
     return all(
-        not custom(clusters.worker(i)).list_namespaced_custom_object(*gvr[:2], ns, gvr[2])["items"] and not o.Kueue(clusters.worker(i)).list("Workload", ns)
+        get(clusters.worker(i), gvr, ns, name) is None and o.Kueue(clusters.worker(i)).get_or_none("Workload", workload, ns) is None
         for i in (1, 2)
     )
 
@@ -204,7 +205,7 @@ def test_upstream_entry_dispatches_a_pipelinerun_whose_workload_another_party_cr
     o.wait_for(synced, 60, what="manager PipelineRun Succeeded")
     finished = o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", "pipelinerun-upstream", ns), "Finished"), 60, what="manager Workload Finished")
     assert finished["reason"] == "Succeeded"
-    o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns), 60, what="worker copies removed")
+    o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns, "upstream", "pipelinerun-upstream"), 60, what="worker copies removed")
 
 
 def test_catalog_entry_dispatches_a_pipelinerun_with_no_external_controller(
@@ -234,7 +235,7 @@ def test_catalog_entry_dispatches_a_pipelinerun_with_no_external_controller(
     o.wait_for(manager_succeeded, 60, what="manager PipelineRun Succeeded")
     finished = o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", wl["metadata"]["name"], ns), "Finished"), 60, what="manager Workload Finished")
     assert finished["reason"] == "Succeeded"
-    o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns), 60, what="worker copies removed")
+    o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns, "ours", wl["metadata"]["name"]), 60, what="worker copies removed")
 
 
 def widget(ns: str, name: str, size: int = 1) -> dict[str, Any]:
@@ -244,6 +245,28 @@ def widget(ns: str, name: str, size: int = 1) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
         "spec": {"size": size, "control": {"managedBy": MANAGED_BY, "color": "blue"}},
     }
+
+
+def grant_widgets(clusters: Clusters) -> None:
+    """What a cluster admin adds to the workers for a new kind: the manager's access to it and its status."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "multikueue-manager-widgets"},
+        "rules": [
+            {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
+            {"apiGroups": ["example.com"], "resources": ["widgets/status"], "verbs": ["get"]},
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "multikueue-manager-widgets"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "multikueue-manager-widgets"},
+        "subjects": [{"kind": "ServiceAccount", "name": "multikueue-manager", "namespace": wiring.CONTROLLER_NAMESPACE}],
+    }
+    for index in (1, 2):
+        wiring.apply(clusters.worker(index), [role, binding])
 
 
 def configmap_events(api: client.ApiClient) -> list[str]:
@@ -259,7 +282,7 @@ def test_custom_crd_dispatched_from_configmap_entries_added_and_removed_live(
     manager = e2e_clusters.manager
     marker = uuid.uuid4().hex[:6]
     bad = {"name": f"Gadget{marker.upper().replace('0', 'X')}.v1.example.com", "finished": "object.status.("}
-    # Before the entry exists, a Widget is nobody's business.
+    # A Widget created before its entry exists is picked up once the entry is added.
     custom(manager).create_namespaced_custom_object(*WIDGET[:2], ns, WIDGET[2], widget(ns, "early"))
     set_frameworks(e2e_clusters, [WIDGET_ENTRY, bad])
 
@@ -268,6 +291,19 @@ def test_custom_crd_dispatched_from_configmap_entries_added_and_removed_live(
     custom(manager).create_namespaced_custom_object(*WIDGET[:2], ns, WIDGET[2], widget(ns, "w1", size=2))
     wl = o.wait_for(lambda: workload_for(manager, ns, "Widget", "w1"), 60, what="Workload for the Widget")
     assert wl["spec"]["podSets"][0]["count"] == 2
+
+    # The workers' access role (config/worker-access) does not cover Widgets: the check says so.
+    def check_message() -> str:
+        current = o.Kueue(manager).get("Workload", wl["metadata"]["name"], ns)
+        return str(((current.get("status") or {}).get("admissionChecks") or [{}])[0].get("message", ""))
+
+    def forbidden() -> str | None:
+        message = check_message()
+        return message if "forbidden" in message else None
+
+    message = o.wait_for(forbidden, 60, what="RBAC problem on the check")
+    assert "widgets" in message and "example.com" in message
+    grant_widgets(e2e_clusters)
     index, copy_ = o.wait_for(lambda: worker_copy(e2e_clusters, WIDGET, ns, "w1"), 60, what="Widget on a worker")
     assert copy_["spec"]["control"] == {"color": "blue"}, "managedBy removed at its own path"
     assert copy_["metadata"]["annotations"]["example.com/copied-from"] == "w1"
@@ -278,7 +314,7 @@ def test_custom_crd_dispatched_from_configmap_entries_added_and_removed_live(
     o.wait_for(lambda: ((get(manager, WIDGET, ns, "w1") or {}).get("status") or {}) == report, 60, what="nested status synced")
     finished = o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", wl["metadata"]["name"], ns), "Finished"), 60, what="Widget Workload Finished")
     assert finished["reason"] == "Succeeded"
-    o.wait_for(lambda: cleaned_up(e2e_clusters, WIDGET, ns), 60, what="worker copies removed")
+    o.wait_for(lambda: cleaned_up(e2e_clusters, WIDGET, ns, "w1", wl["metadata"]["name"]), 60, what="worker copies removed")
 
     # Removing the entry stops managing new Widgets, without a restart.
     set_frameworks(e2e_clusters, [])

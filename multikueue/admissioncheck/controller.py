@@ -72,6 +72,8 @@ class MultiKueueController:
         self._timers: dict[WorkloadKey, asyncio.TimerHandle] = {}
         self._status_written: dict[tuple[str, str], tuple[bool, str, str]] = {}
         self._failures: dict[WorkloadKey, int] = {}
+        #: External objects (apiVersion, kind, namespace, name) -> the Workload they own.
+        self.owned: dict[tuple[str, str, str, str], WorkloadKey] = {}
 
     # -- registration ---------------------------------------------------------
 
@@ -285,6 +287,8 @@ class MultiKueueController:
         if isinstance(adapter, BatchJobAdapter):
             owner = self.state.jobs.jobs.get((wl.namespace or "", ref.name))
         else:
+            # Remember whose Workload this is: the object's events (status, late arrival) re-plan it.
+            self.owned[(ref.api_version, ref.kind, wl.namespace or "", ref.name)] = (wl.namespace or "", wl.name)
             owner = self.state.frameworks.get(ref.api_version, ref.kind, wl.namespace or "", ref.name)
         if owner is None:
             return adapter, None, None
@@ -551,7 +555,9 @@ class MultiKueueController:
         meta = owner["metadata"]
         remote_job = remote.jobs.get((adapter.ref.plural, (meta["namespace"], meta["name"])))
         if remote_job is None:
-            return True
+            # Unknown because this kind is not watched there yet (a new CRD, missing RBAC): the
+            # final status would be lost, so wait. Truly gone: nothing left to copy.
+            return not final or adapter.ref.plural in remote.watched
         knows_finished = not isinstance(adapter, GenericAdapter) or adapter.framework.finished is not None
         if final and knows_finished and not adapter.is_finished(remote_job):
             return False  # the job's own final event is still on its way

@@ -86,6 +86,8 @@ class RemoteCluster:
     _source_version: str | None = None
     _failure: asyncio.Future[RemoteUnavailable] | None = None
     _ref_generations: dict[str, int] = field(default_factory=dict)
+    #: Plurals of the job kinds whose watch runs on the current connection (their ``jobs`` are known).
+    watched: set[str] = field(default_factory=set)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -214,9 +216,14 @@ class RemoteCluster:
             self._store_workload("ADDED", item)
         self.jobs = jobs
         self._start_watch(api, WORKLOADS, selector, listed["metadata"].get("resourceVersion", ""), generation)
+        self.watched = set()
         for ref in self.job_refs:
             if ref.plural in job_versions:
                 self._start_watch(api, ref, selector, job_versions[ref.plural], generation)
+                self.watched.add(ref.plural)
+        missing = [r for r in self.job_refs if r.plural not in job_versions]
+        if missing:
+            asyncio.create_task(self._watch_added(missing, generation))
         for key in list(self.workloads):
             self.on_change(self, "workload", {"metadata": {"namespace": key[0], "name": key[1]}})
 
@@ -285,6 +292,7 @@ class RemoteCluster:
         added = [r for r in refs if r not in self.job_refs]
         self.job_refs = list(refs)
         for ref in removed:
+            self.watched.discard(ref.plural)
             self._ref_generations[ref.plural] = self._ref_generations.get(ref.plural, 0) + 1
             for key in [k for k in self.jobs if k[0] == ref.plural]:
                 self.jobs.pop(key, None)
@@ -297,19 +305,25 @@ class RemoteCluster:
             return
         selector = f"{Labels.MULTIKUEUE_ORIGIN}={self.origin}"
         for ref in refs:
-            try:
-                result = await kube.call(_list, kube.api, ref, selector)
-            except ApiException as exc:
-                log.warning("job kind not usable on worker", cluster=self.name, gvk=f"{ref.plural}.{ref.group}/{ref.version}", status=exc.status)
-                continue
-            except Exception as exc:  # noqa: BLE001 - the connection's own watches notice a broken worker
-                log.warning("job kind not listed on worker", cluster=self.name, gvk=f"{ref.plural}.{ref.group}/{ref.version}", error=_brief(exc))
-                continue
+            result = None
+            attempt = 0
+            while result is None:
+                if generation != self._generation or ref not in self.job_refs:
+                    return
+                try:
+                    result = await kube.call(_list, kube.api, ref, selector)
+                except Exception as exc:  # noqa: BLE001 - a new CRD answers 429/404 for a while; keep trying
+                    attempt += 1
+                    status = exc.status if isinstance(exc, ApiException) else None
+                    if attempt in (1, 5) or attempt % 20 == 0:
+                        log.warning("job kind not usable on worker yet", cluster=self.name, gvk=f"{ref.plural}.{ref.group}/{ref.version}", status=status, error=_brief(exc), attempt=attempt)
+                    await asyncio.sleep(min(15.0, 0.5 * 2**attempt))
             if generation != self._generation or ref not in self.job_refs:
                 return
             for item in result.get("items", []):
                 self.jobs[(ref.plural, _key(item))] = item
             self._start_watch(kube.api, ref, selector, result["metadata"].get("resourceVersion", ""), generation)
+            self.watched.add(ref.plural)
 
     def _start_watch(self, api: client.ApiClient, ref: ResourceRef, selector: str, version: str, generation: int) -> None:
         loop = asyncio.get_running_loop()

@@ -234,8 +234,10 @@ class Frameworks:
         asyncio.create_task(self.reconcile(watch.adapter, obj))
         multikueue = self.state.multikueue
         if multikueue is not None:
-            name = external.workload_name(watch.adapter, obj)
-            multikueue.schedule((_key(obj)[0], name))
+            namespace, name = _key(obj)
+            adapter = watch.adapter
+            owned = multikueue.owned.get((adapter.api_version, adapter.kind, namespace, name))
+            multikueue.schedule(owned or (namespace, external.workload_name(adapter, obj)))
 
     def object_of(self, wl: Workload) -> tuple[GenericAdapter, dict[str, Any]] | None:
         """The external object ``wl`` belongs to (owner, or the object naming it as prebuilt)."""

@@ -184,15 +184,15 @@ class RemoteCluster:
                 try:
                     result = await kube.call(_list, api, ref, selector)
                 except ApiException as exc:
-                    if exc.status in (403, 404):
-                        log.warning(
-                            "job kind not usable on worker",
-                            cluster=self.name,
-                            gvk=f"{ref.plural}.{ref.group}/{ref.version}",
-                            status=exc.status,
-                        )
-                        continue
-                    raise
+                    # Missing RBAC or CRD, or a CRD still being set up (429): the worker is usable for
+                    # the other kinds; this one is retried on its own (see _watch_added).
+                    log.warning(
+                        "job kind not usable on worker",
+                        cluster=self.name,
+                        gvk=f"{ref.plural}.{ref.group}/{ref.version}",
+                        status=exc.status,
+                    )
+                    continue
                 job_versions[ref.plural] = result["metadata"].get("resourceVersion", "")
                 for item in result.get("items", []):
                     jobs[(ref.plural, _key(item))] = item

@@ -53,6 +53,14 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     status.add_argument("-o", "--output", choices=["table", "json"], default="table")
     status.set_defaults(handler=_status)
 
+    demo = sub.add_parser(
+        "demo",
+        help="dispatch a Job and a PipelineRun from the manager to a worker and show `multikueue status` until both finish",
+    )
+    _name(demo)
+    demo.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds (default 240)")
+    demo.set_defaults(handler=_demo)
+
     wire = sub.add_parser(
         "wire",
         help="connect existing clusters (e.g. kind): CRDs everywhere, worker access, Secrets and MultiKueueClusters",
@@ -70,6 +78,12 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 def _name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="dev", help="name of the cluster set (default dev)")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from multikueue.dev.demo import DemoOptions, run_demo  # the demo pulls in the status CLI; load it only here
+
+    return run_demo(DemoOptions(name=args.name, timeout=args.timeout))
 
 
 def _build(args: argparse.Namespace) -> int:

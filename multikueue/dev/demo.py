@@ -1,0 +1,183 @@
+"""``multikueue dev demo``: a Job and a PipelineRun dispatched from the manager to a worker, shown live.
+
+What it does, on the local clusters (started when they are not running):
+
+1. installs the Tekton PipelineRun CRD on every cluster (upstream's from
+   ``../shared/reference/tekton`` when it is beside the checkout, else the
+   stand-in in ``hack/demo``), and writes each cluster's ConfigMap with the
+   catalog entry ``adapters/tekton-pipelinerun.yaml``;
+2. starts our controller on every cluster (manager role on the manager);
+3. creates the queues: a ClusterQueue with a MultiKueue admission check on
+   the manager, plain ones on the workers;
+4. submits a ``batch/v1`` Job and a PipelineRun to the manager;
+5. prints ``multikueue status`` every few seconds until both are Finished.
+
+No Tekton controller runs here: the demo plays it on the worker, marking the
+worker's copy ``Succeeded`` a few seconds after our worker controller
+released it. Everything else is the real dispatch.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from multikueue.cli import main as cli
+from multikueue.dev import objects as o
+from multikueue.dev import wiring
+from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
+from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.errors import DevEnvironmentError
+from multikueue.dev.paths import source_checkout
+
+PR = ("tekton.dev", "v1", "pipelineruns")
+MANAGED_BY = "kueue.x-k8s.io/multikueue"
+CONFIG_MAP = "multikueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+#: How long the worker's PipelineRun "runs" before the demo marks it Succeeded.
+PIPELINE_SECONDS = 4.0
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    name: str = "dev"
+    timeout: float = 240.0
+    refresh: float = 3.0
+
+
+def _clusters(options: DemoOptions) -> ClusterSet:
+    try:
+        clusters = ClusterSet.load(options.name)
+        if clusters.running():
+            print(f"--- using the running local clusters {options.name!r}")
+            return clusters
+    except DevEnvironmentError:
+        pass
+    print(f"--- starting local clusters {options.name!r}: a manager and two workers")
+    cluster_options = ClusterSetOptions(name=options.name, workers=2, full=True)
+    clusters = ClusterSet.plan(cluster_options)
+    clusters.up(cluster_options)
+    return clusters
+
+
+def _pipelinerun_crd() -> list[dict[str, Any]]:
+    upstream = source_checkout().parent / "shared" / "reference" / "tekton"
+    if upstream.is_dir():
+        return [d for d in wiring.load_documents(upstream) if d.get("kind") == "CustomResourceDefinition"]
+    return wiring.load_documents(source_checkout() / "hack" / "demo" / "pipelinerun-crd.yaml")
+
+
+def _configure(apis: list[client.ApiClient]) -> None:
+    entry = yaml.safe_load((source_checkout() / "adapters" / "tekton-pipelinerun.yaml").read_text())
+    for index, api in enumerate(apis):
+        document: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "multiKueue": {"externalFrameworks": [entry]}}
+        if index == 0:
+            document["multiKueue"] |= {"origin": "multikueue-demo", "gcInterval": "30s"}
+        wiring.apply(api, [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG_MAP, "namespace": wiring.CONTROLLER_NAMESPACE}, "data": {CONFIG_KEY: yaml.safe_dump(document)}}])
+
+
+def _queues(apis: list[client.ApiClient], ns: str) -> None:
+    manager = o.Kueue(apis[0])
+    check = f"multikueue-{ns}"
+    manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": check}, "spec": {"clusters": ["worker1", "worker2"]}})
+    manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+                    "spec": {"controllerName": MANAGED_BY, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": check}}})
+    quotas = {f"default-{ns}": {"cpu": 8, "pipelineruns.tekton.dev": 4}}
+    for index, api in enumerate(apis):
+        client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+        k = o.Kueue(api)
+        k.create(o.resource_flavor(f"default-{ns}"))
+        k.create(o.cluster_queue(f"cq-{ns}", quotas, checks=[check] if index == 0 else None))
+        k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", check), "Active"), 60, what="the MultiKueue admission check to become Active")
+
+
+def _submit(manager: client.ApiClient, ns: str) -> None:
+    job = o.batch_job(ns, "hello", "user-queue", {"cpu": "1"}, managed_by=MANAGED_BY)
+    job["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": "5s"}}
+    client.BatchV1Api(manager).create_namespaced_job(ns, job)
+    run = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {"name": "build", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {"managedBy": MANAGED_BY, "pipelineRef": {"name": "build-and-test"}},
+    }
+    client.CustomObjectsApi(manager).create_namespaced_custom_object(*PR[:2], ns, PR[2], run)
+    print(f"--- submitted Job {ns}/hello and PipelineRun {ns}/build to the manager")
+
+
+class TektonStandIn:
+    """Plays Tekton on the workers: a released PipelineRun copy succeeds a few seconds later."""
+
+    def __init__(self, workers: list[client.ApiClient], ns: str) -> None:
+        self.workers = workers
+        self.ns = ns
+        self.seen: dict[tuple[int, str], float] = {}
+
+    def step(self) -> None:
+        for index, api in enumerate(self.workers):
+            objects = client.CustomObjectsApi(api)
+            for run in objects.list_namespaced_custom_object(*PR[:2], self.ns, PR[2])["items"]:
+                name = run["metadata"]["name"]
+                if "status" in run.get("spec", {}) or (run.get("status") or {}).get("conditions"):
+                    continue  # still held by its Workload, or already done
+                started = self.seen.setdefault((index, name), time.monotonic())
+                if time.monotonic() - started >= PIPELINE_SECONDS:
+                    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                    status = {"startTime": now, "completionTime": now, "conditions": [
+                        {"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "Tasks Completed: 2 (Failed: 0)", "lastTransitionTime": now}]}
+                    objects.patch_namespaced_custom_object_status(*PR[:2], self.ns, PR[2], name, {"status": status})
+                    print(f"--- (playing Tekton on worker{index + 1}: PipelineRun {self.ns}/{name} Succeeded)")
+
+
+def _finished(manager: client.ApiClient, ns: str) -> bool:
+    workloads = o.Kueue(manager).list("Workload", ns)
+    return len(workloads) == 2 and all(o.is_true(w, "Finished") for w in workloads)
+
+
+def run_demo(options: DemoOptions) -> int:
+    clusters = _clusters(options)
+    apis = [clusters.api(c) for c in clusters.clusters]
+    for api in apis:
+        wiring.install_crds(api, _pipelinerun_crd())
+    _configure(apis)
+    logs = Path(clusters.directory) / "demo-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    controllers: list[ControllerProcess] = []
+    ns = f"demo-{uuid.uuid4().hex[:4]}"
+    manager_kubeconfig = str(clusters.manager.kubeconfig_path)
+    try:
+        for index, cluster in enumerate(clusters.clusters):
+            role = "manager" if index == 0 else "worker"
+            controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, logs / f"{cluster.name}.log", webhooks=index == 0).start())
+        print(f"--- controllers running (logs in {logs})")
+        _queues(apis, ns)
+        _submit(apis[0], ns)
+        tekton = TektonStandIn(apis[1:], ns)
+        deadline = time.monotonic() + options.timeout
+        last = 0.0
+        while time.monotonic() < deadline:
+            tekton.step()
+            done = _finished(apis[0], ns)
+            if done or time.monotonic() - last >= options.refresh:
+                last = time.monotonic()
+                print(f"\n=== multikueue status -n {ns}  ({time.strftime('%H:%M:%S')})")
+                cli.main(["status", "--kubeconfig", manager_kubeconfig, "-n", ns])
+            if done:
+                print("\n--- both finished on the workers; the manager's Job and PipelineRun carry their final status")
+                return 0
+            time.sleep(0.5)
+        print(f"--- not finished after {options.timeout:.0f}s; see the controller logs in {logs}")
+        return 1
+    finally:
+        for ctl in controllers:
+            ctl.stop()
+        print("--- controllers stopped; the clusters keep running:")
+        print(f"    multikueue status --kubeconfig {manager_kubeconfig} -n {ns}")
+        print("    multikueue dev clusters down" + ("" if options.name == "dev" else f" --name {options.name}"))

@@ -1,9 +1,9 @@
-"""Benchmark: MultiKueue dispatch of N Jobs over two workers.
+"""Benchmark: MultiKueue dispatch of N Jobs (or PipelineRuns) over two workers.
 
 Starts three full local clusters (manager + 2 workers, kwok nodes), our
 controller on each (manager role on the manager, worker role on workers),
 wires a MultiKueue AdmissionCheck, submits N Jobs from 16 client threads (one 10m-CPU pod each,
-running 1 s on kwok) to the manager, all at once or at ``--rate`` per second, and prints:
+running ``--run-for`` s, default 1, on kwok) to the manager, all at once or at ``--rate`` per second, and prints:
 
 - dispatch latency: manager Workload ``QuotaReserved`` -> the Job created on a worker;
 - status-sync latency: the worker's Job ``Complete`` -> the manager's Job ``Complete``;
@@ -11,6 +11,18 @@ running 1 s on kwok) to the manager, all at once or at ``--rate`` per second, an
 - the manager controller's resident memory (peak sampled every 0.5 s).
 
     python bench/dispatch.py --jobs 1000
+
+With ``--kind pipelinerun`` the same is measured for the generic adapter: the
+Tekton CRDs (``../shared/reference/tekton``) are installed on the three
+clusters, the catalog entry ``adapters/tekton-pipelinerun.yaml`` is written
+into every cluster's ``multikueue-manager-config`` ConfigMap, and N
+PipelineRuns (one unit of ``pipelineruns.tekton.dev`` each) are submitted.
+No Tekton controller runs: a process per worker plays it, marking a worker
+copy ``Succeeded`` ``--run-for`` seconds after our worker controller releases
+its hold (``spec.status: PipelineRunPending``). The latencies are the same
+with ``Succeeded`` in place of ``Complete``.
+
+    python bench/dispatch.py --kind pipelinerun --jobs 1000
 
 Timestamps are wall-clock times taken by watches running in their own
 processes (one per watched collection), so a flood of events on one watch
@@ -21,28 +33,58 @@ end, which roughly cancels out.
 from __future__ import annotations
 
 import argparse
+import heapq
 import multiprocessing
 import statistics
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, watch
 
+from multikueue.configuration import CONFIG_KEY, DEFAULT_CONFIG_MAP
 from multikueue.dev import objects as o
+from multikueue.dev import wiring
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import free_base_port
 
 NS = "bench"
+#: The checkout this script is in (its adapters/ catalog, ../shared/reference beside it).
+CHECKOUT = Path(__file__).resolve().parent.parent
+MANAGED_BY = "kueue.x-k8s.io/multikueue"
 
 
-def watch_process(kubeconfig: str, group: str, version: str, plural: str, kind: str, out: Any) -> None:
-    """Watch one collection in the bench namespace; send (kind, name, event time, object digest) to ``out``."""
+@dataclass(frozen=True)
+class Kind:
+    """What the benchmark submits: its collection, the condition that marks it done, the quota it uses."""
+
+    noun: str
+    group: str
+    version: str
+    plural: str
+    done: str
+    quota: dict[str, str]
+
+
+KINDS = {
+    "job": Kind("Job", "batch", "v1", "jobs", "Complete", {"cpu": "10m"}),
+    "pipelinerun": Kind("PipelineRun", "tekton.dev", "v1", "pipelineruns", "Succeeded", {"pipelineruns.tekton.dev": "1"}),
+}
+
+
+def watch_process(kubeconfig: str, group: str, version: str, plural: str, kind: str, done: str, out: Any) -> None:
+    """Watch one collection in the bench namespace; send (kind, name, event time, object digest) to ``out``.
+
+    ``done`` is the condition type whose ``True`` status the watch times (``Complete``, ``Succeeded``).
+    """
     from kubernetes import config as kconfig
 
     api = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=kubeconfig))
@@ -55,22 +97,97 @@ def watch_process(kubeconfig: str, group: str, version: str, plural: str, kind: 
                 now = time.time()
                 obj = event["object"]
                 version_seen = obj["metadata"].get("resourceVersion", version_seen)
-                out.put((kind, now, digest(kind, obj)))
+                out.put((kind, now, digest(kind, obj, done)))
         except Exception:  # noqa: BLE001 - a benchmark watch just retries
             version_seen = ""
             time.sleep(0.2)
 
 
-def digest(kind: str, obj: dict[str, Any]) -> tuple[str, bool]:
+def digest(kind: str, obj: dict[str, Any], done: str) -> tuple[str, bool]:
     """(job name, the fact this watch times) of one event, small enough to pass between processes."""
     if kind == "manager-workload":
         owners = obj["metadata"].get("ownerReferences") or []
         return (owners[0]["name"] if owners else "", o.is_true(obj, "QuotaReserved"))
-    return (obj["metadata"]["name"], job_done(obj))
+    return (obj["metadata"]["name"], condition_true(obj, done))
 
 
-def job_done(obj: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Complete" and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or [])
+def condition_true(obj: dict[str, Any], ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def play_tekton(kubeconfig: str, run_for: float) -> None:
+    """Play Tekton on one worker: a released PipelineRun copy succeeds ``run_for`` seconds later.
+
+    One watch on the bench namespace; a copy with neither ``spec.status``
+    (the hold our worker controller clears) nor a status yet goes into a delay
+    queue (a heap served by one thread), which patches its ``/status`` with
+    Tekton's ``Succeeded`` condition when due. The patch carries the copy's
+    UID, so a copy deleted and created again meanwhile is not touched.
+    """
+    from kubernetes import config as kconfig
+
+    api = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=kubeconfig))
+    group, version, plural = "tekton.dev", "v1", "pipelineruns"
+    due: list[tuple[float, float, str, str]] = []  # (due monotonic, started wall clock, name, uid)
+    ready = threading.Condition()
+    scheduled: set[str] = set()
+
+    def succeed(started: float, name: str, uid: str) -> None:
+        now = time.time()
+        status = {
+            "startTime": rfc3339(started),
+            "completionTime": rfc3339(now),
+            "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "Tasks Completed: 1 (Failed: 0, Cancelled 0), Skipped: 0", "lastTransitionTime": rfc3339(now)}],
+        }
+        try:
+            api.patch_namespaced_custom_object_status(group, version, NS, plural, name, {"metadata": {"uid": uid}, "status": status})
+        except client.ApiException as exc:
+            if exc.status not in (404, 409):  # gone, or another copy under the same name
+                print(f"fake tekton: {name}: {exc.status} {exc.reason}", flush=True)
+
+    def serve() -> None:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            while True:
+                with ready:
+                    while not due or due[0][0] > time.monotonic():
+                        ready.wait(timeout=due[0][0] - time.monotonic() if due else None)
+                    _, started, name, uid = heapq.heappop(due)
+                pool.submit(succeed, started, name, uid)
+
+    threading.Thread(target=serve, daemon=True).start()
+    version_seen = ""
+    while True:
+        try:
+            for event in watch.Watch().stream(
+                api.list_namespaced_custom_object, group, version, NS, plural, resource_version=version_seen, timeout_seconds=30, deserialize=False
+            ):
+                obj = event["object"]
+                version_seen = obj["metadata"].get("resourceVersion", version_seen)
+                uid = obj["metadata"].get("uid", "")
+                if event["type"] == "DELETED" or uid in scheduled or "status" in (obj.get("spec") or {}) or obj.get("status"):
+                    continue
+                scheduled.add(uid)
+                with ready:
+                    heapq.heappush(due, (time.monotonic() + run_for, time.time(), obj["metadata"]["name"], uid))
+                    ready.notify()
+        except Exception:  # noqa: BLE001 - a benchmark watch just retries
+            version_seen = ""
+            time.sleep(0.2)
+
+
+def configure_pipelineruns(api: client.ApiClient) -> None:
+    """Tekton's CRDs and the catalog's PipelineRun entry in the controller's ConfigMap (default settings otherwise, as for Jobs)."""
+    tekton = [d for d in wiring.load_documents(CHECKOUT.parent / "shared" / "reference" / "tekton") if d.get("kind") == "CustomResourceDefinition"]
+    wiring.install_crds(api, tekton)
+    entry = yaml.safe_load((CHECKOUT / "adapters" / "tekton-pipelinerun.yaml").read_text())
+    document = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "multiKueue": {"externalFrameworks": [entry]}}
+    wiring.ensure_namespace(api, wiring.CONTROLLER_NAMESPACE)
+    wiring.apply(api, [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": DEFAULT_CONFIG_MAP, "namespace": wiring.CONTROLLER_NAMESPACE},
+                        "data": {CONFIG_KEY: yaml.safe_dump(document)}}])
 
 
 def rss_mib(pid: int) -> float:
@@ -98,10 +215,10 @@ def request_counts(api: client.ApiClient) -> dict[tuple[str, str], float]:
     return counts
 
 
-def print_requests(name: str, before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], jobs: int) -> None:
+def print_requests(name: str, before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], jobs: int, noun: str = "Job") -> None:
     deltas = sorted(((after[k] - before.get(k, 0.0)) / jobs, k) for k in after if after[k] - before.get(k, 0.0) >= jobs * 0.05)
     total = sum(d for d, k in deltas if k[0] not in ("WATCH", "LIST"))
-    print(f"{name}: {total:.1f} requests per Job (mutating and GET)")
+    print(f"{name}: {total:.1f} requests per {noun} (mutating and GET)")
     for per_job, (verb, resource) in reversed(deltas):
         print(f"    {per_job:6.2f} {verb} {resource}")
 
@@ -113,11 +230,15 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--kind", choices=sorted(KINDS), default="job", help="what to submit: Jobs, or PipelineRuns through the generic adapter")
+    parser.add_argument("--jobs", type=int, default=1000, help="how many Jobs (or PipelineRuns)")
     parser.add_argument("--requests", action="store_true", help="also print each API server's requests per Job by verb and resource")
     parser.add_argument("--rate", type=float, default=0.0, help="Jobs submitted per second (default: as fast as 16 threads go)")
+    parser.add_argument("--run-for", type=float, default=1.0, help="seconds each Job's pod (or PipelineRun) runs on its worker")
     args = parser.parse_args()
     n = args.jobs
+    kind = KINDS[args.kind]
+    noun = kind.noun
     binaries = ensure_binaries().binaries
     with tempfile.TemporaryDirectory() as tmp:
         options = ClusterSetOptions(
@@ -129,6 +250,9 @@ def main() -> None:
         stop = threading.Event()
         watch_procs: list[Any] = []
         try:
+            if args.kind == "pipelinerun":
+                for cluster in clusters.clusters:
+                    configure_pipelineruns(clusters.api(cluster))
             for index, cluster in enumerate(clusters.clusters):
                 role = "manager" if index == 0 else "worker"
                 controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, Path(tmp) / f"{cluster.name}.log").start())
@@ -141,10 +265,11 @@ def main() -> None:
             manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": "bench"}, "spec": {"clusters": ["worker1", "worker2"]}})
             manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "bench"},
                             "spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "bench"}}})
-            manager.create(o.cluster_queue("cq", {"default": {"cpu": n}}, checks=["bench"]))
+            quota = {resource: n for resource in kind.quota}
+            manager.create(o.cluster_queue("cq", {"default": quota}, checks=["bench"]))
             manager.create(o.local_queue(NS, "user-queue", "cq"))
             for api in apis[1:]:
-                o.Kueue(api).create(o.cluster_queue("cq", {"default": {"cpu": n}}))
+                o.Kueue(api).create(o.cluster_queue("cq", {"default": quota}))
                 o.Kueue(api).create(o.local_queue(NS, "user-queue", "cq"))
             o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", "bench"), "Active"), 60, what="check active")
 
@@ -156,13 +281,13 @@ def main() -> None:
             def collect(queue: Any) -> None:
                 while not stop.is_set():
                     try:
-                        kind, at, (name, fact) = queue.get(timeout=0.5)
+                        source, at, (name, fact) = queue.get(timeout=0.5)
                     except Exception:  # noqa: BLE001 - queue.Empty
                         continue
-                    if kind == "manager-workload":
+                    if source == "manager-workload":
                         if fact and name:
                             reserved.setdefault(name, at)
-                    elif kind == "remote-job":
+                    elif source == "remote":
                         remote_created.setdefault(name, at)
                         if fact:
                             remote_done.setdefault(name, at)
@@ -171,16 +296,22 @@ def main() -> None:
 
             events: Any = multiprocessing.get_context("spawn").Queue()
             paths = [str(c.kubeconfig_path) for c in clusters.clusters]
+            gvr = (kind.group, kind.version, kind.plural)
             watchers = [
-                (paths[0], "kueue.x-k8s.io", "v1beta2", "workloads", "manager-workload"),
-                (paths[0], "batch", "v1", "jobs", "manager-job"),
-                (paths[1], "batch", "v1", "jobs", "remote-job"),
-                (paths[2], "batch", "v1", "jobs", "remote-job"),
+                (paths[0], "kueue.x-k8s.io", "v1beta2", "workloads", "manager-workload", "QuotaReserved"),
+                (paths[0], *gvr, "manager", kind.done),
+                (paths[1], *gvr, "remote", kind.done),
+                (paths[2], *gvr, "remote", kind.done),
             ]
             for spec in watchers:
                 proc = multiprocessing.get_context("spawn").Process(target=watch_process, args=(*spec, events), daemon=True)
                 proc.start()
                 watch_procs.append(proc)
+            if args.kind == "pipelinerun":
+                for path in paths[1:]:
+                    proc = multiprocessing.get_context("spawn").Process(target=play_tekton, args=(path, args.run_for), daemon=True)
+                    proc.start()
+                    watch_procs.append(proc)
             threading.Thread(target=collect, args=(events,), daemon=True).start()
             peak = [0.0]
             manager_pid = controllers[0].process.pid if controllers[0].process else 0
@@ -194,9 +325,20 @@ def main() -> None:
             time.sleep(1)
             idle = rss_mib(manager_pid)
             batch = client.BatchV1Api(apis[0])
+            custom = client.CustomObjectsApi(apis[0])
+
             def submit(i: int) -> None:
-                body = o.batch_job(NS, f"job-{i:05d}", "user-queue", {"cpu": "10m"}, managed_by="kueue.x-k8s.io/multikueue")
-                body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": "1s"}}
+                if args.kind == "pipelinerun":
+                    body = {
+                        "apiVersion": "tekton.dev/v1",
+                        "kind": "PipelineRun",
+                        "metadata": {"name": f"pr-{i:05d}", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+                        "spec": {"managedBy": MANAGED_BY, "pipelineRef": {"name": "build"}},
+                    }
+                    custom.create_namespaced_custom_object(*gvr[:2], NS, gvr[2], body)
+                    return
+                body = o.batch_job(NS, f"job-{i:05d}", "user-queue", kind.quota, managed_by=MANAGED_BY)
+                body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": f"{args.run_for:g}s"}}
                 batch.create_namespaced_job(NS, body)
 
             time.sleep(3)  # let the watcher processes start
@@ -222,7 +364,7 @@ def main() -> None:
             if args.requests:
                 time.sleep(3)  # the last deletions and events
                 for cluster, api, before in zip(clusters.clusters, apis, counts_before):
-                    print_requests(cluster.name, before, request_counts(api), n)
+                    print_requests(cluster.name, before, request_counts(api), n, noun)
                     reasons: dict[str, int] = {}
                     for event in client.CoreV1Api(api).list_namespaced_event(NS).items:
                         key = f"{event.involved_object.kind}/{event.reason}"
@@ -238,17 +380,18 @@ def main() -> None:
 
     dispatch = [remote_created[j] - reserved[j] for j in remote_created if j in reserved]
     sync = [manager_done[j] - remote_done[j] for j in manager_done if j in remote_done]
-    print(f"submitted {n} Jobs in {submitted - started:.1f}s; {len(manager_done)} Complete on the manager after {finished - started:.1f}s")
+    done = kind.done
+    print(f"submitted {n} {noun}s in {submitted - started:.1f}s; {len(manager_done)} {done} on the manager after {finished - started:.1f}s")
     if dispatch:
         span = max(remote_created.values()) - min(reserved.values())  # wall-clock seconds
         print(
-            f"dispatch (manager QuotaReserved -> worker Job created): p50 {statistics.median(dispatch) * 1000:.0f} ms, "
-            f"p99 {pct(dispatch, 0.99) * 1000:.0f} ms over {len(dispatch)} Jobs; {len(remote_created) / span:.0f} Jobs dispatched/s"
+            f"dispatch (manager QuotaReserved -> worker {noun} created): p50 {statistics.median(dispatch) * 1000:.0f} ms, "
+            f"p99 {pct(dispatch, 0.99) * 1000:.0f} ms over {len(dispatch)} {noun}s; {len(remote_created) / span:.0f} {noun}s dispatched/s"
         )
     if sync:
         print(
-            f"status sync (worker Job Complete -> manager Job Complete): p50 {statistics.median(sync) * 1000:.0f} ms, "
-            f"p99 {pct(sync, 0.99) * 1000:.0f} ms over {len(sync)} Jobs"
+            f"status sync (worker {noun} {done} -> manager {noun} {done}): p50 {statistics.median(sync) * 1000:.0f} ms, "
+            f"p99 {pct(sync, 0.99) * 1000:.0f} ms over {len(sync)} {noun}s"
         )
     print(f"manager controller RSS: {idle:.0f} MiB before, {peak[0]:.0f} MiB peak")
 

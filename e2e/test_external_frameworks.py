@@ -284,10 +284,12 @@ def test_custom_crd_dispatched_from_configmap_entries_added_and_removed_live(
     bad = {"name": f"Gadget{marker.upper().replace('0', 'X')}.v1.example.com", "finished": "object.status.("}
     # A Widget created before its entry exists is picked up once the entry is added.
     custom(manager).create_namespaced_custom_object(*WIDGET[:2], ns, WIDGET[2], widget(ns, "early"))
-    set_frameworks(e2e_clusters, [WIDGET_ENTRY, bad])
+    absent = {"name": f"Gizmo{marker.upper().replace('0', 'X')}.v1.example.com"}
+    set_frameworks(e2e_clusters, [WIDGET_ENTRY, bad, absent])
 
-    # The bad entry is reported on the ConfigMap with its name and field; the good one works.
+    # The bad entries are reported on the ConfigMap with their name and field; the good one works.
     o.wait_for(lambda: any(bad["name"] in m and ".finished" in m for m in configmap_events(manager)), 30, what="Event for the bad entry")
+    o.wait_for(lambda: any(absent["name"] in m and "does not serve example.com/v1" in m for m in configmap_events(manager)), 30, what="Event for the kind without a CRD")
     custom(manager).create_namespaced_custom_object(*WIDGET[:2], ns, WIDGET[2], widget(ns, "w1", size=2))
     wl = o.wait_for(lambda: workload_for(manager, ns, "Widget", "w1"), 60, what="Workload for the Widget")
     assert wl["spec"]["podSets"][0]["count"] == 2

@@ -261,7 +261,10 @@ def test_table_for_people(scene: Scene, capsys: pytest.CaptureFixture[str]) -> N
     assert f"Secret {scene.lost}-secret" in lost_cluster
     checks = lines.index("AdmissionChecks:")
     mk = next(line for line in lines[checks:] if line.startswith(scene.check + " "))
-    assert mk.split()[1:3] == [MULTIKUEUE, f"MultiKueueConfig/cfg-{scene.namespace[2:7]}"]
+    # Other tests' checks share the table, so the column may be cut to fit 120 characters.
+    assert mk.split()[1] == MULTIKUEUE
+    parameters = mk.split()[2]
+    assert f"MultiKueueConfig/cfg-{scene.namespace[2:7]}".startswith(parameters.rstrip("…")) and len(parameters) > 10
     assert mk.split()[3:5] == ["True", "Active"]
 
 

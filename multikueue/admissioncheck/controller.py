@@ -74,6 +74,7 @@ class MultiKueueController:
         self._failures: dict[WorkloadKey, int] = {}
         #: External objects (apiVersion, kind, namespace, name) -> the Workload they own.
         self.owned: dict[tuple[str, str, str, str], WorkloadKey] = {}
+        self._owner_of: dict[WorkloadKey, tuple[str, str, str, str]] = {}
 
     # -- registration ---------------------------------------------------------
 
@@ -288,7 +289,9 @@ class MultiKueueController:
             owner = self.state.jobs.jobs.get((wl.namespace or "", ref.name))
         else:
             # Remember whose Workload this is: the object's events (status, late arrival) re-plan it.
-            self.owned[(ref.api_version, ref.kind, wl.namespace or "", ref.name)] = (wl.namespace or "", wl.name)
+            owner_key = (ref.api_version, ref.kind, wl.namespace or "", ref.name)
+            self.owned[owner_key] = (wl.namespace or "", wl.name)
+            self._owner_of[(wl.namespace or "", wl.name)] = owner_key
             owner = self.state.frameworks.get(ref.api_version, ref.kind, wl.namespace or "", ref.name)
         if owner is None:
             return adapter, None, None
@@ -356,6 +359,9 @@ class MultiKueueController:
     async def _reconcile(self, key: WorkloadKey) -> None:
         wl = self.state.cache.workload(key)
         if wl is None:
+            owner_key = self._owner_of.pop(key, None)
+            if owner_key is not None and self.owned.get(owner_key) == key:
+                del self.owned[owner_key]
             return
         check = self.mk_check_of(wl)
         if check is None:

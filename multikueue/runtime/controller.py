@@ -182,7 +182,7 @@ def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
         state,
         Workload,
         cache.upsert_workload,
-        lambda m: cache.delete_workload((m["namespace"], m["name"])),
+        lambda m: workload_deleted(state, (m["namespace"], m["name"])),
         then=lambda m: workload_changed(state, (m["namespace"], m["name"])),
     )
 
@@ -232,6 +232,13 @@ def build_registry(state: ControllerState) -> kopf.OperatorRegistry:
         log.info("scheduling loop stopped")
 
     return registry
+
+
+def workload_deleted(state: ControllerState, key: tuple[str, str]) -> None:
+    """Forget the Workload; the MultiKueue controller drops what it kept for it."""
+    state.cache.delete_workload(key)
+    if state.multikueue is not None:
+        state.multikueue.schedule(key)
 
 
 async def workload_changed(state: ControllerState, key: tuple[str, str]) -> None:

@@ -28,6 +28,10 @@ class Adapter(Protocol):
         """The object to create on the worker."""
         ...
 
+    #: Whether :meth:`is_finished` can tell at all. When it cannot (an upstream-style entry
+    #: without ``finished``), the final status copy does not wait for it.
+    tells_finished: bool
+
     def is_finished(self, remote: Mapping[str, Any]) -> bool:
         """Whether the worker's object reached its final state (its last status can be copied)."""
         ...

@@ -18,6 +18,7 @@ class BatchJobAdapter:
     kind = "Job"
     api_version = "batch/v1"
     ref = JOBS
+    tells_finished = True
 
     def managed_by_multikueue(self, obj: Mapping[str, Any]) -> bool:
         return batchjob.managed_by(obj) == MultiKueue.MANAGED_BY

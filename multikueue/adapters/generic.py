@@ -80,6 +80,7 @@ class GenericAdapter:
         self.kind = framework.kind
         self.api_version = framework.api_version
         self._where = f"externalFrameworks[{framework.name}]"
+        self.tells_finished = framework.finished is not None
 
     def __repr__(self) -> str:
         return f"GenericAdapter({self.gvk}, plural={self.ref.plural})"

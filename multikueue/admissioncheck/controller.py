@@ -564,8 +564,7 @@ class MultiKueueController:
             # Unknown because this kind is not watched there yet (a new CRD, missing RBAC): the
             # final status would be lost, so wait. Truly gone: nothing left to copy.
             return not final or adapter.ref.plural in remote.watched
-        knows_finished = not isinstance(adapter, GenericAdapter) or adapter.framework.finished is not None
-        if final and knows_finished and not adapter.is_finished(remote_job):
+        if final and adapter.tells_finished and not adapter.is_finished(remote_job):
             return False  # the job's own final event is still on its way
         try:
             patch = adapter.status_patch(owner, remote_job)
@@ -576,13 +575,10 @@ class MultiKueueController:
         return True
 
     async def _finish(self, wl: Workload, action: dispatch.FinishLocal) -> Workload:
-        conditions = [c.to_dict() for c in (wl.status.conditions or [])] if wl.status else []
-        conditions = [c for c in conditions if c["type"] != "Finished"] + [
-            Condition(
-                type="Finished", status=ConditionStatus.TRUE, reason=action.reason, message=action.message, last_transition_time=utcnow()
-            ).to_dict()
-        ]
-        updated = await self._write_status(wl, {"conditions": conditions})
+        condition = Condition(
+            type="Finished", status=ConditionStatus.TRUE, reason=action.reason, message=action.message, last_transition_time=utcnow()
+        )
+        updated = await self._write_status(wl, lifecycle.finished_status(wl, condition.to_dict()))
         self._event(wl, "Normal", "MultiKueueFinished", f"finished on worker {action.cluster}: {action.reason}: {action.message}")
         return updated
 

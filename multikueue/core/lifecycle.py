@@ -109,6 +109,12 @@ def reservation_status(
     return status
 
 
+def finished_status(wl: Workload, condition: dict[str, Any]) -> dict[str, Any]:
+    """The status patch marking ``wl`` Finished with ``condition`` (any earlier Finished replaced)."""
+    conditions = [c for c in _dump(_conditions(wl)) if c["type"] != FINISHED]
+    return {"conditions": conditions + [condition]}
+
+
 def may_report_pending(wl: Workload | None, *, assumed: bool) -> bool:
     """Whether a "why it waits" write decided earlier still applies to ``wl`` as it is now.
 

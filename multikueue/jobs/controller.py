@@ -137,15 +137,7 @@ class JobReconciler:
             reason = "Started" if action.step is Step.START else "Stopped"
             self._event(job, "Normal", reason, action.message)
         elif action.step is Step.FINISH_WORKLOAD and wl is not None and action.finished_condition is not None:
-            conditions = [c.to_dict() for c in (wl.status.conditions or [])] if wl.status else []
-            conditions = [c for c in conditions if c["type"] != "Finished"] + [action.finished_condition]
-            await kube.patch(
-                WORKLOADS,
-                namespace,
-                wl.name,
-                {"metadata": {"resourceVersion": wl.metadata.resource_version}, "status": {"conditions": conditions}},
-                status=True,
-            )
+            await self.state.writer.finish(wl, action.finished_condition)
 
     def _event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.state.events.record(ObjectRef.of({"apiVersion": "batch/v1", "kind": "Job", **job}), type_, reason, message)

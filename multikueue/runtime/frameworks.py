@@ -56,8 +56,24 @@ class FrameworkWatch:
 
     adapter: GenericAdapter
     objects: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+    #: (namespace, prebuilt Workload name) -> the object bound to it (worker copies).
+    prebuilt: dict[ObjectKey, ObjectKey] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
     stopped: bool = False
+
+    def store(self, obj: dict[str, Any]) -> None:
+        key = _key(obj)
+        self.objects[key] = obj
+        name = external.prebuilt_workload_name(obj)
+        if name:
+            self.prebuilt[(key[0], name)] = key
+
+    def forget(self, obj: Mapping[str, Any]) -> None:
+        key = _key(obj)
+        self.objects.pop(key, None)
+        name = external.prebuilt_workload_name(obj)
+        if name and self.prebuilt.get((key[0], name)) == key:
+            del self.prebuilt[(key[0], name)]
 
 
 class Frameworks:
@@ -77,17 +93,19 @@ class Frameworks:
     def adapters(self) -> list[GenericAdapter]:
         return [w.adapter for w in self.watches.values()]
 
-    def adapter_for(self, api_version: str, kind: str) -> GenericAdapter | None:
+    def _watch_for(self, api_version: str, kind: str) -> FrameworkWatch | None:
         for watch in self.watches.values():
             if (watch.adapter.api_version, watch.adapter.kind) == (api_version, kind):
-                return watch.adapter
+                return watch
         return None
 
+    def adapter_for(self, api_version: str, kind: str) -> GenericAdapter | None:
+        watch = self._watch_for(api_version, kind)
+        return watch.adapter if watch is not None else None
+
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        for watch in self.watches.values():
-            if (watch.adapter.api_version, watch.adapter.kind) == (api_version, kind):
-                return watch.objects.get((namespace, name))
-        return None
+        watch = self._watch_for(api_version, kind)
+        return watch.objects.get((namespace, name)) if watch is not None else None
 
     # -- loading --------------------------------------------------------------------------
 
@@ -194,7 +212,9 @@ class Frameworks:
                 log.warning("external framework list failed", framework=watch.adapter.gvk, error=str(exc)[:200])
                 await asyncio.sleep(REWATCH_SECONDS)
                 continue
-            watch.objects = {_key(o): o for o in listed.get("items", [])}
+            watch.objects, watch.prebuilt = {}, {}
+            for obj in listed.get("items", []):
+                watch.store(obj)
             for obj in list(watch.objects.values()):
                 self._changed(watch, obj)
             broken = loop.create_future()
@@ -205,9 +225,9 @@ class Frameworks:
                 if watch.stopped:
                     return
                 if event_type == "DELETED":
-                    watch.objects.pop(_key(obj), None)
+                    watch.forget(obj)
                 else:
-                    watch.objects[_key(obj)] = obj
+                    watch.store(obj)
                     self._changed(watch, obj)
 
             def fail(exc: BaseException, broken: asyncio.Future[BaseException] = broken) -> None:
@@ -241,15 +261,16 @@ class Frameworks:
 
     def object_of(self, wl: Workload) -> tuple[GenericAdapter, dict[str, Any]] | None:
         """The external object ``wl`` belongs to (owner, or the object naming it as prebuilt)."""
+        namespace = wl.namespace or ""
         for ref in wl.metadata.owner_references or []:
-            adapter = self.adapter_for(ref.api_version, ref.kind)
-            if adapter is not None:
-                obj = self.get(ref.api_version, ref.kind, wl.namespace or "", ref.name)
-                return (adapter, obj) if obj is not None else None
+            owner = self._watch_for(ref.api_version, ref.kind)
+            if owner is not None:
+                obj = owner.objects.get((namespace, ref.name))
+                return (owner.adapter, obj) if obj is not None else None
         for watch in self.watches.values():
-            for (namespace, _), obj in watch.objects.items():
-                if namespace == wl.namespace and external.prebuilt_workload_name(obj) == wl.name:
-                    return watch.adapter, obj
+            key = watch.prebuilt.get((namespace, wl.name))
+            if key is not None and key in watch.objects:
+                return watch.adapter, watch.objects[key]
         return None
 
     async def on_workload(self, wl: Workload) -> None:
@@ -282,10 +303,7 @@ class Frameworks:
                     return
                 self._object_event(adapter, obj, "Normal", "CreatedWorkload", f"Created Workload: {namespace}/{action.workload.name}")
             elif action.step is external.ExternalStep.FINISH_WORKLOAD and wl is not None and action.condition is not None:
-                conditions = [c.to_dict() for c in (wl.status.conditions or [])] if wl.status else []
-                conditions = [c for c in conditions if c["type"] != "Finished"] + [action.condition.to_dict()]
-                patch = {"metadata": {"resourceVersion": wl.metadata.resource_version}, "status": {"conditions": conditions}}
-                await kube.patch(WORKLOADS, namespace, wl.name, patch, status=True)
+                await self.state.writer.finish(wl, action.condition.to_dict())
             elif action.step is external.ExternalStep.RELEASE_HOLD and action.patch is not None:
                 patch = {**action.patch, "metadata": {"resourceVersion": meta.get("resourceVersion")}}
                 await kube.patch(adapter.ref, namespace, name, patch)

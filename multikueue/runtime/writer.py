@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api.constants import Finalizers
 from multikueue.api.workload import Workload
-from multikueue.core.lifecycle import WorkloadUpdate
+from multikueue.core.lifecycle import WorkloadUpdate, finished_status
 from multikueue.observability import metrics
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
@@ -77,6 +77,10 @@ class WorkloadWriter:
         except ApiException as exc:
             if exc.status not in STALE:
                 raise
+
+    async def finish(self, wl: Workload, condition: dict[str, Any]) -> None:
+        """Mark ``wl`` Finished with ``condition``, on the resourceVersion it was decided on."""
+        await self._status(wl, wl.metadata.resource_version, finished_status(wl, condition))
 
     async def apply(self, wl: Workload, update: WorkloadUpdate, now: datetime) -> bool:
         """Write a lifecycle transition; False when the Workload changed meanwhile."""

@@ -10,7 +10,7 @@ import pytest
 from multikueue.api import Workload
 from multikueue.api.constants import Finalizers
 from multikueue.api.workload import Admission
-from multikueue.core.lifecycle import holds_quota, may_report_pending, next_update, pending_status, reservation_status
+from multikueue.core.lifecycle import finished_status, holds_quota, may_report_pending, next_update, pending_status, reservation_status
 
 pytestmark = pytest.mark.unit
 
@@ -132,3 +132,12 @@ def test_a_late_why_it_waits_write_never_erases_a_reservation() -> None:
     assert not may_report_pending(workload(reserved=False), assumed=True)
     assert not may_report_pending(workload(reserved=True), assumed=False)
     assert not may_report_pending(None, assumed=False)
+
+
+def test_finishing_replaces_an_earlier_finished_condition() -> None:
+    first = {"type": "Finished", "status": "True", "reason": "Failed", "message": "", "lastTransitionTime": T0}
+    wl = workload(admitted=True)
+    status = finished_status(wl, first)
+    assert types(status) == {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("True", "Admitted"), "Finished": ("True", "Failed")}
+    again = finished_status(Workload.from_k8s({**wl.to_k8s(), "status": {"conditions": status["conditions"]}}), {**first, "reason": "Succeeded"})
+    assert [c["reason"] for c in again["conditions"] if c["type"] == "Finished"] == ["Succeeded"]

@@ -99,3 +99,8 @@ def test_a_worker_copy_is_released_once_its_prebuilt_workload_is_admitted() -> N
     release = decide(adapter(), held, workload("wl-1", admitted=True))
     assert release.step is ExternalStep.RELEASE_HOLD and release.patch == {"spec": {"status": None}}
     assert decide(adapter(), run(prebuilt="wl-1", queue=None), workload("wl-1", admitted=True)).step is ExternalStep.NONE
+
+
+def test_only_an_entry_with_finished_can_tell_when_the_worker_copy_finished() -> None:
+    assert adapter().tells_finished
+    assert not adapter({"name": "PipelineRun.v1.tekton.dev"}).tells_finished

@@ -31,6 +31,7 @@ from typing import Any
 import kopf
 import structlog
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 from pydantic import ValidationError
 
 from multikueue.api import (
@@ -267,6 +268,9 @@ async def _admit(state: ControllerState, decision: Any, gate: asyncio.Semaphore)
         except ApiException as exc:
             log.error("reservation failed", workload=f"{wl.namespace}/{wl.name}", status=exc.status, error=exc.reason)
             written = False
+        except HTTPError as exc:  # the API server is unreachable: drop the assumption, retry next cycle
+            log.error("reservation failed: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
+            written = False
         if not written:
             state.cache.forget(decision.key)
             state.notify()
@@ -302,6 +306,8 @@ async def _pending(state: ControllerState, update: Any, gate: asyncio.Semaphore)
             await state.writer.pending(wl, status)
         except ApiException as exc:
             log.error("pending status not written", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
+        except HTTPError as exc:
+            log.warning("pending status not written: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
 
 
 async def run_scheduling(state: ControllerState, stopped: kopf.DaemonStopped) -> None:

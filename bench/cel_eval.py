@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from multikueue.adapters.cel import cel_input
-from multikueue.adapters.frameworks import load_frameworks
-from multikueue.adapters.generic import GenericAdapter, default_resource_ref
+from multikueue.integrations.external.cel import cel_input
+from multikueue.integrations.external.entries import load_frameworks
+from multikueue.integrations.external.adapter import GenericAdapter, default_resource_ref
 from multikueue.api.constants import Labels, MultiKueue
 
 CATALOG_ENTRY = Path(__file__).parents[1] / "adapters" / "tekton-pipelinerun.yaml"

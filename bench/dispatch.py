@@ -48,7 +48,7 @@ from typing import Any
 import yaml
 from kubernetes import client, watch
 
-from multikueue.configuration import CONFIG_KEY, DEFAULT_CONFIG_MAP
+from multikueue.api.configuration import CONFIG_KEY, DEFAULT_CONFIG_MAP
 from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.binaries import ensure_binaries

@@ -15,7 +15,7 @@ from kubernetes import client
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.jobs.naming import workload_name_for_owner
+from multikueue.integrations.naming import workload_name_for_owner
 
 pytestmark = pytest.mark.e2e
 

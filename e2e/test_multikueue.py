@@ -17,7 +17,7 @@ from multikueue.dev import objects as o
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.jobs.naming import workload_name_for_owner
+from multikueue.integrations.naming import workload_name_for_owner
 
 pytestmark = pytest.mark.e2e
 

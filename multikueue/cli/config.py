@@ -4,7 +4,7 @@ FILE may be the manager's Configuration document, a ConfigMap manifest holding
 it under ``controller_manager_config.yaml``, or external-framework entries on
 their own (one entry, or a list of them, as in the ``adapters/`` catalog).
 The checks are those the controller runs when it loads the ConfigMap
-(:func:`multikueue.adapters.frameworks.load_frameworks`), so a file that
+(:func:`multikueue.integrations.external.entries.load_frameworks`), so a file that
 passes here loads without problems there.
 
 Output: one line per problem (``FILE: externalFrameworks[NAME].FIELD:
@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from multikueue.adapters.frameworks import FrameworkSet, load_frameworks
-from multikueue.configuration import CONFIG_KEY, ConfigurationError, load_configuration
+from multikueue.integrations.external.entries import FrameworkSet, load_frameworks
+from multikueue.api.configuration import CONFIG_KEY, ConfigurationError, load_configuration
 
 __all__ = ["FileReport", "register", "summary", "validate_file"]
 

@@ -10,7 +10,7 @@ from multikueue import __version__
 from multikueue.cli import config, crds, dev, run
 from multikueue.cli import status
 from multikueue.dev.errors import DevEnvironmentError
-from multikueue.observability.logging import configure
+from multikueue.runtime.logging import configure
 
 EXIT_ERROR = 1
 

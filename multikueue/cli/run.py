@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import random
 
-from multikueue.configuration import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE
+from multikueue.api.configuration import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,7 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 
 def _run(args: argparse.Namespace) -> int:
-    from multikueue.runtime.app import ControllerOptions, main
+    from multikueue.operator.app import ControllerOptions, main
 
     return main(
         ControllerOptions(

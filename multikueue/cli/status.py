@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
-from multikueue.configuration import DEFAULT_NAMESPACE
+from multikueue.api.configuration import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
     from kubernetes import client

@@ -15,7 +15,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from multikueue.dev import kubeconfig, pki
+from multikueue.dev import kubeconfig
+from multikueue.runtime import certificates as pki
 from multikueue.dev.binaries import Binaries
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.paths import source_checkout

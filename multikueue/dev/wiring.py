@@ -170,7 +170,7 @@ def endpoint_from_kubeconfig(name: str, path: Path, server: str | None = None) -
     """A worker described by an admin kubeconfig (e.g. from kind), optionally reached at another address."""
     from kubernetes import config as kube_config
 
-    from multikueue.admissioncheck.kubeconfig import KubeconfigError, validate_kubeconfig
+    from multikueue.runtime.kubeconfig import KubeconfigError, validate_kubeconfig
 
     try:
         text = path.read_text()

@@ -12,11 +12,12 @@ import asyncio
 import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+
+from multikueue.api.resources import ResourceRef
 
 T = TypeVar("T")
 
@@ -24,20 +25,6 @@ T = TypeVar("T")
 REQUEST_TIMEOUT = (5, 30)
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-
-
-@dataclass(frozen=True)
-class ResourceRef:
-    """Where a kind lives in the API: group, version, plural, and whether it is namespaced."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
 
 
 def load_api_client(kubeconfig: str | None, pool_size: int) -> client.ApiClient:

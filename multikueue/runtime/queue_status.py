@@ -19,9 +19,9 @@ from urllib3.exceptions import HTTPError
 from multikueue.api.constants import ACTIVE, ConditionStatus
 from multikueue.api.meta import Condition, find_condition
 from multikueue.core.cache import Cache
-from multikueue.observability import metrics
+from multikueue.runtime import metrics
 from multikueue.runtime.kube import AsyncKube
-from multikueue.runtime.resources import CLUSTER_QUEUES, LOCAL_QUEUES
+from multikueue.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
 
 log = structlog.get_logger(__name__)
 

@@ -18,10 +18,10 @@ from kubernetes.client.rest import ApiException
 from multikueue.api.constants import Finalizers
 from multikueue.api.workload import Workload
 from multikueue.core.lifecycle import WorkloadUpdate, finished_status
-from multikueue.observability import metrics
+from multikueue.runtime import metrics
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
-from multikueue.runtime.resources import WORKLOADS
+from multikueue.api.resources import WORKLOADS
 
 log = structlog.get_logger(__name__)
 

@@ -24,7 +24,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from multikueue.admissioncheck.kubeconfig import REASON_INSECURE, KubeconfigError, validate_kubeconfig
+from multikueue.runtime.kubeconfig import REASON_INSECURE, KubeconfigError, validate_kubeconfig
 from multikueue.api import MultiKueueCluster, Workload
 from multikueue.api.constants import GROUP, VERSION, MultiKueue
 from multikueue.api.multikueue import LocationType

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from multikueue.admissioncheck.kubeconfig import validate_kubeconfig
+from multikueue.runtime.kubeconfig import validate_kubeconfig
 
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.pytest_plugin import free_base_port

@@ -16,8 +16,8 @@ from kubernetes.client.rest import ApiException
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.jobs.naming import workload_name_for_owner
-from multikueue.runtime.webhook import CONFIGURATION_NAME
+from multikueue.integrations.naming import workload_name_for_owner
+from multikueue.operator.webhook import CONFIGURATION_NAME
 
 pytestmark = pytest.mark.integration
 

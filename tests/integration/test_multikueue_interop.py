@@ -7,7 +7,7 @@ import base64
 import pytest
 from kubernetes import client
 
-from multikueue.admissioncheck.remote_workload import remote_workload_copy
+from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
 from multikueue.api import Workload
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from multikueue.admissioncheck.kubeconfig import validate_kubeconfig
+from multikueue.runtime.kubeconfig import validate_kubeconfig
 from multikueue.dev.pytest_plugin import Clusters
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from multikueue.adapters.frameworks import CompiledFramework, load_frameworks
-from multikueue.adapters.generic import GenericAdapter, default_resource_ref
+from multikueue.integrations.external.entries import CompiledFramework, load_frameworks
+from multikueue.integrations.external.adapter import GenericAdapter, default_resource_ref
 from multikueue.api.constants import MultiKueue
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.adapters.batchjob import BatchJobAdapter
+from multikueue.integrations.batchjob.adapter import BatchJobAdapter
 
 pytestmark = pytest.mark.unit
 

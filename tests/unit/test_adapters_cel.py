@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.adapters.cel import (
+from multikueue.integrations.external.cel import (
     CelCompileError,
     CelEvaluationError,
     ResultType,

@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 import yaml
 
-from multikueue.adapters.frameworks import (
+from multikueue.integrations.external.entries import (
     DEFAULT_MANAGED_BY,
     GVK,
     FrameworkProblem,
     load_frameworks,
     parse_pod_sets,
 )
-from multikueue.configuration import load_configuration
+from multikueue.api.configuration import load_configuration
 
 pytestmark = pytest.mark.unit
 

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from multikueue.adapters.base import Adapter
-from multikueue.adapters.cel import CelEvaluationError
-from multikueue.adapters.frameworks import CompiledFramework, load_frameworks
-from multikueue.adapters.generic import GenericAdapter, default_resource_ref, guess_plural
-from multikueue.adapters.patch import apply_merge_patch
+from multikueue.integrations.base import Adapter
+from multikueue.integrations.external.cel import CelEvaluationError
+from multikueue.integrations.external.entries import CompiledFramework, load_frameworks
+from multikueue.integrations.external.adapter import GenericAdapter, default_resource_ref, guess_plural
+from multikueue.integrations.patch import apply_merge_patch
 from multikueue.api.constants import Labels, MultiKueue
 from multikueue.api.workload import PodSet
-from multikueue.runtime.kube import ResourceRef
+from multikueue.api.resources import ResourceRef
 
 pytestmark = pytest.mark.unit
 

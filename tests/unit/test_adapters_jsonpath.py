@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.adapters.jsonpath import JsonPathError, compile_path
+from multikueue.integrations.external.jsonpath import JsonPathError, compile_path
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.adapters.patch import merge_patch
+from multikueue.integrations.patch import merge_patch
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.admissioncheck.checks import ClusterHealth, check_status
+from multikueue.controllers.multikueue.checks import ClusterHealth, check_status
 from multikueue.api import AdmissionCheck, MultiKueueConfig
 
 pytestmark = pytest.mark.unit

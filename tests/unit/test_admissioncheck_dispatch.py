@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.admissioncheck.dispatch import (
+from multikueue.controllers.multikueue.dispatch import (
     INCREMENTAL_BATCH_SIZE,
     INCREMENTAL_ROUND_TIMEOUT,
     Action,
@@ -29,7 +29,7 @@ from multikueue.admissioncheck.dispatch import (
     evicted_on_worker_message,
     reservation_message,
 )
-from multikueue.admissioncheck.remote_workload import remote_workload_copy
+from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
 from multikueue.api import Workload
 from multikueue.api.constants import CheckState, ConditionStatus, Dispatcher, Labels
 from multikueue.api.meta import Condition, set_condition

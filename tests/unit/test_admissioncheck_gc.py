@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.admissioncheck.gc import find_orphans
+from multikueue.controllers.multikueue.gc import find_orphans
 from multikueue.api import Workload
 
 pytestmark = pytest.mark.unit

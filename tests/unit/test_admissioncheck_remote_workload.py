@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.admissioncheck.remote_workload import RemoteState, remote_state, remote_workload_copy
+from multikueue.controllers.multikueue.remote_workload import RemoteState, remote_state, remote_workload_copy
 from multikueue.api import Workload
 from multikueue.api.constants import API_VERSION, Labels
 

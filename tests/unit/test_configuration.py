@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from multikueue.configuration import ConfigurationError, load_configuration, parse_duration
+from multikueue.api.configuration import ConfigurationError, load_configuration, parse_duration
 
 pytestmark = pytest.mark.unit
 

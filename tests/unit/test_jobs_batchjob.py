@@ -11,8 +11,8 @@ import pytest
 from multikueue.api.constants import Labels, MultiKueue
 from multikueue.api.meta import Condition
 from multikueue.api.workload import Admission, PodSetAssignment, PriorityClassRef, Workload
-from multikueue.jobs import batchjob
-from multikueue.jobs.batchjob import (
+from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.job import (
     build_workload,
     equivalent,
     finished_condition,

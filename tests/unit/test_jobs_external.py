@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from multikueue.adapters.frameworks import load_frameworks
-from multikueue.adapters.generic import GenericAdapter, default_resource_ref
+from multikueue.integrations.external.entries import load_frameworks
+from multikueue.integrations.external.adapter import GenericAdapter, default_resource_ref
 from multikueue.api import Workload
 from multikueue.api.constants import Finalizers, Labels, MultiKueue
-from multikueue.jobs import external
-from multikueue.jobs.external import ExternalStep, decide
+from multikueue.integrations.external import workload as external
+from multikueue.integrations.external.workload import ExternalStep, decide
 
 pytestmark = pytest.mark.unit
 

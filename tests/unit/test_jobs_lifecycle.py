@@ -12,10 +12,10 @@ from multikueue.api.core import Toleration
 from multikueue.api.meta import Condition, ObjectMeta
 from multikueue.api.resourceflavor import ResourceFlavor, ResourceFlavorSpec
 from multikueue.api.workload import Admission, AdmissionCheckState, PodSetAssignment, PodSetUpdate, Workload
-from multikueue.jobs import batchjob
-from multikueue.jobs.batchjob import JOB_STATUS_FIELDS, build_workload
-from multikueue.jobs.batchjob_multikueue import StatusSync, remote_copy, status_for_manager, status_sync_action
-from multikueue.jobs.batchjob_startstop import (
+from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.job import JOB_STATUS_FIELDS, build_workload
+from multikueue.integrations.batchjob.remote import StatusSync, remote_copy, status_for_manager, status_sync_action
+from multikueue.integrations.batchjob.startstop import (
     MissingFlavorError,
     PatchStep,
     PodSetMergeConflict,

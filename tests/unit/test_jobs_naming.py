@@ -16,8 +16,8 @@ import re
 
 import pytest
 
-from multikueue.jobs.batchjob import workload_name
-from multikueue.jobs.naming import SHORT_MAX_WORKLOAD_NAME_LENGTH, workload_name_for_owner
+from multikueue.integrations.batchjob.job import workload_name
+from multikueue.integrations.naming import SHORT_MAX_WORKLOAD_NAME_LENGTH, workload_name_for_owner
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from multikueue.api.constants import Labels, MultiKueue
-from multikueue.jobs import batchjob
-from multikueue.jobs.webhook import mutate_job, validate_job
+from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.webhook import mutate_job, validate_job
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from multikueue.admissioncheck.kubeconfig import (
+from multikueue.runtime.kubeconfig import (
     REASON_BAD_CONFIG,
     REASON_INSECURE,
     KubeconfigError,

@@ -44,7 +44,7 @@ from datetime import datetime, timedelta
 from multikueue.api.constants import CheckState, Dispatcher, WorkloadConditionType
 from multikueue.api.meta import format_time
 from multikueue.api.workload import AdmissionCheckState, Workload
-from multikueue.admissioncheck.remote_workload import RemoteState, remote_state
+from multikueue.controllers.multikueue.remote_workload import RemoteState, remote_state
 
 __all__ = [
     "INCREMENTAL_BATCH_SIZE",
@@ -118,7 +118,7 @@ class DispatchContext:
 
 @dataclass(frozen=True)
 class CreateRemoteWorkload:
-    """Create :func:`~multikueue.admissioncheck.remote_workload.remote_workload_copy` on ``cluster``."""
+    """Create :func:`~multikueue.controllers.multikueue.remote_workload.remote_workload_copy` on ``cluster``."""
 
     cluster: str
 

@@ -13,7 +13,7 @@ needed:
   ``hold`` once that Workload is admitted, and its Workload is finished when
   ``finished`` says so.
 
-The I/O lives in :mod:`multikueue.runtime.frameworks`.
+The I/O lives in :mod:`multikueue.integrations.external.reconciler`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from multikueue.adapters.generic import GenericAdapter
+from multikueue.integrations.external.adapter import GenericAdapter
 from multikueue.api import Workload
 from multikueue.api.constants import Finalizers, Labels, WorkloadConditionType
 from multikueue.api.meta import Condition
-from multikueue.jobs.naming import workload_name_for_owner
+from multikueue.integrations.naming import workload_name_for_owner
 
 #: Upstream's reasons on the ``Finished`` condition.
 SUCCEEDED = "Succeeded"
@@ -121,7 +121,7 @@ def decide(
 ) -> ExternalAction:
     """What to do for one object of an external framework, given its Workload (or None).
 
-    Raises :class:`~multikueue.adapters.cel.CelEvaluationError` when an
+    Raises :class:`~multikueue.integrations.external.cel.CelEvaluationError` when an
     entry's expression cannot be evaluated on this object; the caller reports it.
     """
     if _meta(obj).get("deletionTimestamp"):

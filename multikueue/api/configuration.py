@@ -69,7 +69,7 @@ class ExternalFramework(_Section):
     Any shape is accepted here (extra fields are kept, ``name`` may be
     missing, the entry may not even be a map) so that one bad entry never
     stops the whole Configuration from loading: the generic adapter's loader
-    (:func:`multikueue.adapters.frameworks.load_frameworks`) checks each
+    (:func:`multikueue.integrations.external.entries.load_frameworks`) checks each
     entry on its own and reports the bad ones with their name and field.
     """
 

@@ -33,8 +33,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictStr, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from multikueue.adapters.cel import CelCompileError, CelProgram, ResultType, a_type, compile_cel
-from multikueue.adapters.jsonpath import JsonPath, JsonPathError, compile_path
+from multikueue.integrations.external.cel import CelCompileError, CelProgram, ResultType, a_type, compile_cel
+from multikueue.integrations.external.jsonpath import JsonPath, JsonPathError, compile_path
 from multikueue.api.constants import Labels
 from multikueue.api.quantity import parse_quantity
 from multikueue.api.schema import DNS1123_LABEL_PATTERN
@@ -182,7 +182,7 @@ class CompiledHold:
 
 @dataclass(frozen=True)
 class CompiledFramework:
-    """One valid entry, ready for :class:`multikueue.adapters.generic.GenericAdapter`."""
+    """One valid entry, ready for :class:`multikueue.integrations.external.adapter.GenericAdapter`."""
 
     name: str
     gvk: GVK
@@ -326,7 +326,7 @@ def load_frameworks(entries: Iterable[Any]) -> FrameworkSet:
     """Check and compile every entry; keep the valid ones, report the others.
 
     ``entries`` are the raw entries (maps, as in the YAML) or the
-    ``ExternalFramework`` models of :mod:`multikueue.configuration` (their
+    ``ExternalFramework`` models of :mod:`multikueue.api.configuration` (their
     ``entry()``). A later entry naming the same GVK as an earlier one is a
     problem (the first one wins, whatever its own state), as is ``Job.v1.batch``.
     """

@@ -45,15 +45,15 @@ from multikueue.api import (
     WorkloadPriorityClass,
 )
 from multikueue.api.constants import GROUP, VERSION, MultiKueue
-from multikueue.configuration import DEFAULT_CONFIG_MAP, Configuration
+from multikueue.api.configuration import DEFAULT_CONFIG_MAP, Configuration
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.scheduler import schedule
-from multikueue.admissioncheck.controller import MultiKueueController
-from multikueue.jobs.controller import JobReconciler
-from multikueue.observability import metrics
+from multikueue.controllers.multikueue.workloads import MultiKueueController
+from multikueue.integrations.batchjob.reconciler import JobReconciler
+from multikueue.runtime import metrics
 from multikueue.runtime.events import EventRecorder
-from multikueue.runtime.frameworks import Frameworks
+from multikueue.integrations.external.reconciler import Frameworks
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.queue_status import QueueStatusWriter
 from multikueue.runtime.writer import WorkloadWriter, workload_ref

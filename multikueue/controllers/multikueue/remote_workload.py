@@ -2,7 +2,7 @@
 
 Both functions are pure: the I/O layer creates the dict returned by
 :func:`remote_workload_copy` on the worker, and feeds the copies it watches
-to :func:`remote_state` (through :func:`multikueue.admissioncheck.dispatch.decide`).
+to :func:`remote_state` (through :func:`multikueue.controllers.multikueue.dispatch.decide`).
 
 Reference: upstream Kueue's ``cloneForCreate`` and ``bestMatchByCondition``
 (``pkg/controller/admissionchecks/multikueue/workload.go``).

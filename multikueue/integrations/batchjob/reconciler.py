@@ -18,14 +18,14 @@ from kubernetes.client.rest import ApiException
 from multikueue.api import Workload
 from multikueue.api.constants import Labels
 from multikueue.api.workload import PriorityClassRef
-from multikueue.jobs import batchjob
-from multikueue.jobs.batchjob_startstop import MissingFlavorError, PodSetMergeConflict
-from multikueue.jobs.reconcile import JobAction, Step, decide, is_queued, workload_name_for
+from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.startstop import MissingFlavorError, PodSetMergeConflict
+from multikueue.integrations.batchjob.decide import JobAction, Step, decide, is_queued, workload_name_for
 from multikueue.runtime.events import ObjectRef
-from multikueue.runtime.resources import JOBS, WORKLOADS
+from multikueue.api.resources import JOBS, WORKLOADS
 
 if TYPE_CHECKING:
-    from multikueue.runtime.controller import ControllerState
+    from multikueue.operator.scheduling import ControllerState
 
 log = structlog.get_logger(__name__)
 

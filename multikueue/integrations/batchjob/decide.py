@@ -19,8 +19,8 @@ from multikueue.api.constants import WorkloadConditionType
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import PriorityClassRef, Workload
 from multikueue.core.lifecycle import holds_quota
-from multikueue.jobs import batchjob
-from multikueue.jobs.batchjob_startstop import PatchStep, start_patch, stop_steps
+from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.startstop import PatchStep, start_patch, stop_steps
 
 
 class Step(StrEnum):

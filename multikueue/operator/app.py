@@ -11,7 +11,7 @@ import kopf
 import structlog
 from kubernetes.client.rest import ApiException
 
-from multikueue.configuration import (
+from multikueue.api.configuration import (
     CONFIG_KEY,
     DEFAULT_CONFIG_MAP,
     DEFAULT_NAMESPACE,
@@ -19,13 +19,14 @@ from multikueue.configuration import (
     LoadedConfiguration,
     load_configuration,
 )
-from multikueue.observability import metrics
-from multikueue.observability.logging import configure
-from multikueue.runtime.controller import DAEMON_FINALIZER, ControllerState, build_registry
+from multikueue.runtime import metrics
+from multikueue.runtime.logging import configure
+from multikueue.operator.scheduling import DAEMON_FINALIZER, ControllerState, build_registry
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
-from multikueue.runtime import login, webhook
-from multikueue.runtime.resources import CONFIG_MAPS, NAMESPACES, PEERINGS
+from multikueue.operator import login
+from multikueue.operator import webhook
+from multikueue.api.resources import CONFIG_MAPS, NAMESPACES, PEERINGS
 
 log = structlog.get_logger(__name__)
 

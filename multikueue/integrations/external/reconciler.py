@@ -1,10 +1,10 @@
 """External frameworks at run time: adapters, local watches, ConfigMap reloads.
 
 The configuration's ``multiKueue.externalFrameworks`` entries are compiled by
-:mod:`multikueue.adapters.frameworks`; this module gives each valid entry a
+:mod:`multikueue.integrations.external.entries`; this module gives each valid entry a
 :class:`GenericAdapter` with the plural found through discovery, watches its
 objects on the local cluster (a thread per kind, like the worker watches), and
-applies :mod:`multikueue.jobs.external` to them. The ConfigMap is watched: an
+applies :mod:`multikueue.integrations.external.workload` to them. The ConfigMap is watched: an
 added, changed or removed entry starts, restarts or stops its watch without a
 restart, and Workloads already dispatched keep going (the MultiKueue
 controller just sees a different set of adapters).
@@ -25,19 +25,19 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from kubernetes.client.rest import ApiException
 
-from multikueue.adapters.cel import CelEvaluationError
-from multikueue.adapters.frameworks import CompiledFramework, FrameworkProblem, load_frameworks
-from multikueue.adapters.generic import GenericAdapter
-from multikueue.admissioncheck.remote import _list, _watch_loop
+from multikueue.integrations.external.cel import CelEvaluationError
+from multikueue.integrations.external.entries import CompiledFramework, FrameworkProblem, load_frameworks
+from multikueue.integrations.external.adapter import GenericAdapter
+from multikueue.controllers.multikueue.connection import _list, _watch_loop
 from multikueue.api import Workload
-from multikueue.configuration import CONFIG_KEY, ConfigurationError, load_configuration
-from multikueue.jobs import external
+from multikueue.api.configuration import CONFIG_KEY, ConfigurationError, load_configuration
+from multikueue.integrations.external import workload as external
 from multikueue.runtime.events import ObjectRef
-from multikueue.runtime.kube import ResourceRef
-from multikueue.runtime.resources import WORKLOADS
+from multikueue.api.resources import ResourceRef
+from multikueue.api.resources import WORKLOADS
 
 if TYPE_CHECKING:
-    from multikueue.runtime.controller import ControllerState
+    from multikueue.operator.scheduling import ControllerState
 
 log = structlog.get_logger(__name__)
 

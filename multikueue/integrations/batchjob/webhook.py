@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from multikueue.api.constants import Labels, MultiKueue
-from multikueue.jobs.batchjob import (
+from multikueue.integrations.batchjob.job import (
     COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
     JOB_CONTROLLER_NAME,
     MIN_PARALLELISM_ANNOTATION,

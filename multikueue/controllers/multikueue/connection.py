@@ -26,12 +26,13 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from multikueue.admissioncheck.kubeconfig import REASON_BAD_CONFIG, KubeconfigError, validate_kubeconfig
+from multikueue.runtime.kubeconfig import REASON_BAD_CONFIG, KubeconfigError, validate_kubeconfig
 from multikueue.api import Workload
 from multikueue.api.constants import Labels, MultiKueue, MultiKueueClusterReason
 from multikueue.api.multikueue import LocationType, MultiKueueCluster
-from multikueue.runtime.kube import AsyncKube, ResourceRef
-from multikueue.runtime.resources import SECRETS, WORKLOADS
+from multikueue.api.resources import ResourceRef
+from multikueue.runtime.kube import AsyncKube
+from multikueue.api.resources import SECRETS, WORKLOADS
 
 log = structlog.get_logger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import PodSet, PodSetAssignment, Workload
-from multikueue.jobs.batchjob import (
+from multikueue.integrations.batchjob.job import (
     DEFAULT_POD_SET_NAME,
     MANAGED_LABELS,
     POD_SET_LABEL,

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from multikueue.api.constants import ConditionStatus, Labels
-from multikueue.jobs.batchjob import (
+from multikueue.integrations.batchjob.job import (
     API_VERSION,
     JOB_STATUS_FIELDS,
     KIND,

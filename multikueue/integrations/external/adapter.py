@@ -1,6 +1,6 @@
 """The generic adapter: any kind listed in ``multiKueue.externalFrameworks``.
 
-It does for one compiled entry (:class:`~multikueue.adapters.frameworks.CompiledFramework`)
+It does for one compiled entry (:class:`~multikueue.integrations.external.entries.CompiledFramework`)
 what the ``batch/v1`` Job adapter does for Jobs, and with only ``name`` set it
 behaves as upstream Kueue's generic MultiKueue adapter:
 
@@ -18,7 +18,7 @@ finished/succeeded tests and, with ``workload``, what the manager needs to
 build the Workload itself (pod sets, queue name, priority class).
 
 Every method is pure. Evaluation failures raise
-:class:`~multikueue.adapters.cel.CelEvaluationError` (a ValueError whose text
+:class:`~multikueue.integrations.external.cel.CelEvaluationError` (a ValueError whose text
 starts with ``externalFrameworks[<name>].<field>:``); callers log them and
 retry on the next event rather than guessing.
 """
@@ -29,19 +29,19 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from multikueue.adapters.cel import CelEvaluationError, CelInput, CelProgram, cel_input
-from multikueue.adapters.frameworks import (
+from multikueue.integrations.external.cel import CelEvaluationError, CelInput, CelProgram, cel_input
+from multikueue.integrations.external.entries import (
     DEFAULT_PRIORITY_CLASS,
     DEFAULT_QUEUE_NAME,
     CompiledFramework,
     PodSetSpec,
     parse_pod_sets,
 )
-from multikueue.adapters.jsonpath import JsonPath, JsonPathError, compile_path
-from multikueue.adapters.patch import apply_merge_patch, merge_patch
+from multikueue.integrations.external.jsonpath import JsonPath, JsonPathError, compile_path
+from multikueue.integrations.patch import apply_merge_patch, merge_patch
 from multikueue.api.constants import Labels, MultiKueue
-from multikueue.jobs.batchjob import PREBUILT_WORKLOAD_ANNOTATION, is_label_value
-from multikueue.runtime.kube import ResourceRef
+from multikueue.integrations.batchjob.job import PREBUILT_WORKLOAD_ANNOTATION, is_label_value
+from multikueue.api.resources import ResourceRef
 
 __all__ = ["POD_SET_CONTAINER", "GenericAdapter", "default_resource_ref", "guess_plural"]
 
@@ -69,7 +69,7 @@ def default_resource_ref(framework: CompiledFramework, *, plural: str | None = N
 
 
 class GenericAdapter:
-    """The :class:`~multikueue.adapters.base.Adapter` of one external framework."""
+    """The :class:`~multikueue.integrations.base.Adapter` of one external framework."""
 
     def __init__(self, framework: CompiledFramework, ref: ResourceRef) -> None:
         if (ref.group, ref.version) != (framework.group, framework.version):
@@ -156,7 +156,7 @@ class GenericAdapter:
         Each ``statusSync`` path is compared on its own: ``$.status`` compares
         the whole status, ``$.status.conditions`` only that field (the rest of
         the manager's status is left alone). What the worker no longer has is
-        deleted (``null``). Never raises :class:`~multikueue.adapters.base.SyncLater`:
+        deleted (``null``). Never raises :class:`~multikueue.integrations.base.SyncLater`:
         the manager's object is never started locally, so there is no state
         where its status must wait.
         """

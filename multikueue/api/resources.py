@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from multikueue.api import KueueObject
 from multikueue.api.constants import GROUP, VERSION
-from multikueue.runtime.kube import ResourceRef
+
+@dataclass(frozen=True)
+class ResourceRef:
+    """Where a kind lives in the API: group, version, plural, and whether it is namespaced."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
 
 
 def ref_of(model: type[KueueObject]) -> ResourceRef:

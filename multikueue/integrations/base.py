@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from multikueue.runtime.kube import ResourceRef
+from multikueue.api.resources import ResourceRef
 
 
 class Adapter(Protocol):

@@ -13,8 +13,8 @@ under this project as under upstream Kueue:
   the Workload's ``Finished`` condition then carries reason ``Succeeded`` or
   ``Failed`` with the Job condition's message.
 
-Starting and stopping the Job live in :mod:`multikueue.jobs.batchjob_startstop`,
-the copy MultiKueue makes on a worker in :mod:`multikueue.jobs.batchjob_multikueue`;
+Starting and stopping the Job live in :mod:`multikueue.integrations.batchjob.startstop`,
+the copy MultiKueue makes on a worker in :mod:`multikueue.integrations.batchjob.remote`;
 both build on the readers here (``section``, ``labels_of``, ``spec_of``, ...).
 """
 
@@ -38,7 +38,7 @@ from multikueue.api.constants import (
 from multikueue.api.meta import Condition, ObjectMeta, OwnerReference, now
 from multikueue.api.quantity import parse_quantity
 from multikueue.api.workload import PodSet, PriorityClassRef, Workload, WorkloadSpec
-from multikueue.jobs.naming import workload_name_for_owner
+from multikueue.integrations.naming import workload_name_for_owner
 
 __all__ = [
     "API_VERSION",

@@ -23,24 +23,24 @@ import structlog
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from multikueue.adapters.base import Adapter, SyncLater
-from multikueue.adapters.batchjob import BatchJobAdapter
-from multikueue.adapters.generic import GenericAdapter
-from multikueue.admissioncheck import dispatch
-from multikueue.admissioncheck.checks import ClusterHealth, check_status, config_name
-from multikueue.admissioncheck.gc import find_orphans
-from multikueue.admissioncheck.remote import RemoteCluster
-from multikueue.admissioncheck.remote_workload import remote_workload_copy
+from multikueue.integrations.base import Adapter, SyncLater
+from multikueue.integrations.batchjob.adapter import BatchJobAdapter
+from multikueue.integrations.external.adapter import GenericAdapter
+from multikueue.controllers.multikueue import dispatch
+from multikueue.controllers.multikueue.checks import ClusterHealth, check_status, config_name
+from multikueue.controllers.multikueue.gc import find_orphans
+from multikueue.controllers.multikueue.connection import RemoteCluster
+from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
 from multikueue.api import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
 from multikueue.api.constants import ACTIVE, GROUP, VERSION, ConditionStatus, Labels, MultiKueue
 from multikueue.api.meta import Condition, find_condition
 from multikueue.core import lifecycle
-from multikueue.observability import metrics
-from multikueue.runtime.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, WORKLOADS
+from multikueue.runtime import metrics
+from multikueue.api.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, WORKLOADS
 from multikueue.runtime.writer import workload_ref
 
 if TYPE_CHECKING:
-    from multikueue.runtime.controller import ControllerState
+    from multikueue.operator.scheduling import ControllerState
 
 log = structlog.get_logger(__name__)
 

@@ -17,9 +17,9 @@ from typing import Any
 import kopf
 import structlog
 
-from multikueue.dev import pki
-from multikueue.jobs import batchjob
-from multikueue.jobs.webhook import mutate_job, validate_job
+from multikueue.runtime import certificates as pki
+from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.webhook import mutate_job, validate_job
 
 log = structlog.get_logger(__name__)
 

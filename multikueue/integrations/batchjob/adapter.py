@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from multikueue.adapters.base import SyncLater
-from multikueue.adapters.patch import merge_patch
+from multikueue.integrations.base import SyncLater
+from multikueue.integrations.patch import merge_patch
 from multikueue.api.constants import MultiKueue
-from multikueue.jobs import batchjob
-from multikueue.jobs.batchjob_multikueue import StatusSync, remote_copy, status_for_manager, status_sync_action
-from multikueue.runtime.resources import JOBS
+from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.remote import StatusSync, remote_copy, status_for_manager, status_sync_action
+from multikueue.api.resources import JOBS
 
 
 class BatchJobAdapter:

@@ -1,1 +1,0 @@
-"""Adapters: how MultiKueue creates, watches and deletes one kind of job on a worker."""

@@ -1,1 +1,0 @@
-"""The MultiKueue admission check: worker clusters, remote clients, dispatcher, GC."""

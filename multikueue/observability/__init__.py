@@ -1,1 +1,0 @@
-"""Logs, metrics and events: how the controller tells people what it does."""

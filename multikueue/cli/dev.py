@@ -81,9 +81,10 @@ def _name(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from multikueue.dev.demo import DemoOptions, run_demo  # the demo pulls in the status CLI; load it only here
+    from multikueue.cli.status import show
+    from multikueue.dev.demo import DemoOptions, run_demo
 
-    return run_demo(DemoOptions(name=args.name, timeout=args.timeout))
+    return run_demo(DemoOptions(name=args.name, timeout=args.timeout), show_status=show)
 
 
 def _build(args: argparse.Namespace) -> int:

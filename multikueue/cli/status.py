@@ -92,6 +92,13 @@ def _warn(lines: list[str], shown: set[str]) -> None:
             shown.add(line)
 
 
+def show(kubeconfig: str, namespace: str) -> int:
+    """Print the status table once (what ``multikueue status --kubeconfig K -n N`` prints)."""
+    parser = argparse.ArgumentParser(prog="multikueue")
+    register(parser.add_subparsers())
+    return _status(parser.parse_args(["status", "--kubeconfig", kubeconfig, "-n", namespace]))
+
+
 def _status(args: argparse.Namespace) -> int:
     from multikueue.status.manager import StatusError, load_client
 

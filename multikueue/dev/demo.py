@@ -23,12 +23,12 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 from kubernetes import client
 
-from multikueue.cli import main as cli
 from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
@@ -141,7 +141,8 @@ def _finished(manager: client.ApiClient, ns: str) -> bool:
     return len(workloads) == 2 and all(o.is_true(w, "Finished") for w in workloads)
 
 
-def run_demo(options: DemoOptions) -> int:
+def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> int:
+    """Run the demo; ``show_status(manager kubeconfig, namespace)`` prints the status table (the CLI's)."""
     clusters = _clusters(options)
     apis = [clusters.api(c) for c in clusters.clusters]
     for api in apis:
@@ -168,7 +169,7 @@ def run_demo(options: DemoOptions) -> int:
             if done or time.monotonic() - last >= options.refresh:
                 last = time.monotonic()
                 print(f"\n=== multikueue status -n {ns}  ({time.strftime('%H:%M:%S')})")
-                cli.main(["status", "--kubeconfig", manager_kubeconfig, "-n", ns])
+                show_status(manager_kubeconfig, ns)
             if done:
                 print("\n--- both finished on the workers; the manager's Job and PipelineRun carry their final status")
                 return 0

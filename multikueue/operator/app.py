@@ -21,7 +21,8 @@ from multikueue.api.configuration import (
 )
 from multikueue.runtime import metrics
 from multikueue.runtime.logging import configure
-from multikueue.operator.scheduling import DAEMON_FINALIZER, ControllerState, build_registry
+from multikueue.operator.scheduling import DAEMON_FINALIZER
+from multikueue.operator.wiring import Settings, build
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
 from multikueue.operator import login
@@ -107,24 +108,26 @@ async def run_controller(options: ControllerOptions) -> None:
             await ensure_peering(kube, options.peering)
         loaded = await read_configuration(kube, options.namespace, options.config_map)
         events = EventRecorder(kube, options.namespace)
-        state = ControllerState(
-            role=options.role,
-            namespace=options.namespace,
-            config=loaded.config,
-            kube=kube,
-            events=events,
-            config_map=options.config_map,
+        controller = build(
+            kube,
+            events,
+            Settings(
+                role=options.role,
+                namespace=options.namespace,
+                config_map=options.config_map,
+                config=loaded.config,
+                webhooks=bool(options.webhook_port),
+            ),
         )
         # Adapters of external frameworks exist before any handler runs, so no Workload is
         # judged (and rejected) against a half-loaded set.
-        await state.frameworks.load(
+        await controller.frameworks.load(
             loaded.config.multi_kueue.external_frameworks,
             source=await kube.get_or_none(CONFIG_MAPS, options.namespace, options.config_map),
         )
-        registry = build_registry(state)
+        registry = kopf.OperatorRegistry()
+        controller.register(registry)
         login.register(registry, kube.api)
-        if options.webhook_port:
-            webhook.register(registry, state.queue_has_multikueue_check)
 
         @kopf.on.startup(registry=registry)
         async def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -139,14 +142,11 @@ async def run_controller(options: ControllerOptions) -> None:
                     webhook.WebhookOptions(port=options.webhook_port, host=options.webhook_host)
                 )
                 settings.admission.managed = webhook.CONFIGURATION_NAME
-            events.start()
+            controller.start()
 
         @kopf.on.cleanup(registry=registry)
         async def stop_background(**_: Any) -> None:
-            await events.stop()
-            await state.frameworks.stop()
-            if state.multikueue is not None:
-                await state.multikueue.stop()
+            await controller.stop()
 
         metrics.serve(options.metrics_port)
         log.info("controller starting", role=options.role, namespace=options.namespace, peering=options.peering)
@@ -157,7 +157,7 @@ async def run_controller(options: ControllerOptions) -> None:
             peering_name=options.peering,
             priority=options.priority,
             liveness_endpoint=f"http://0.0.0.0:{options.health_port}/healthz" if options.health_port else None,
-            memo=kopf.Memo(state=state),
+            memo=kopf.Memo(controller=controller),
         )
     finally:
         kube.close()

@@ -1,4 +1,4 @@
-"""kopf's admission webhook server for the Job mutating/validating webhooks.
+"""kopf's admission webhook server (the integrations register their webhooks on it).
 
 kopf serves the webhooks and keeps a ``MutatingWebhookConfiguration`` and a
 ``ValidatingWebhookConfiguration`` named :data:`CONFIGURATION_NAME` pointing at
@@ -18,8 +18,6 @@ import kopf
 import structlog
 
 from multikueue.runtime import certificates as pki
-from multikueue.integrations.batchjob import job as batchjob
-from multikueue.integrations.batchjob.webhook import mutate_job, validate_job
 
 log = structlog.get_logger(__name__)
 
@@ -46,25 +44,3 @@ def server(options: WebhookOptions) -> kopf.WebhookServer:
         pkeyfile=str(cert.key),
         cadata=cert.ca_pem,
     )
-
-
-def register(registry: kopf.OperatorRegistry, queue_has_multikueue_check: Any) -> None:
-    """Register the Job webhooks; ``queue_has_multikueue_check(namespace, queue) -> bool | None``."""
-
-    @kopf.on.mutate("batch", "v1", "jobs", operations=["CREATE"], registry=registry, id="job-defaults")
-    async def default_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        job = dict(body)
-        queue = batchjob.queue_name(job)
-        namespace = body.get("metadata", {}).get("namespace") or ""
-        has_check = queue_has_multikueue_check(namespace, queue) if queue else None
-        for operation in mutate_job(job, queue_has_multikueue_check=has_check):
-            path = operation["path"].strip("/").split("/")
-            if path == ["spec"]:
-                continue
-            patch.setdefault(path[0], {})[path[1]] = operation["value"]
-
-    @kopf.on.validate("batch", "v1", "jobs", operations=["CREATE", "UPDATE"], registry=registry, id="job-validation")
-    async def validate(body: kopf.Body, **_: Any) -> None:
-        errors = validate_job(dict(body))
-        if errors:
-            raise kopf.AdmissionError("; ".join(errors), code=422)

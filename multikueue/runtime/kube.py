@@ -97,6 +97,11 @@ class AsyncKube:
             raise ApiException(http_resp=response)
         return json.loads(response.data) if response.data else None
 
+    async def discover(self, group: str, version: str) -> dict[str, Any]:
+        """The API server's resource list for ``group/version`` (discovery); 404 when not served."""
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        return await self.call(self._request, "GET", path)  # type: ignore[no-any-return]
+
     async def get(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any]:
         return await self.call(self._request, "GET", self._path(ref, namespace, name))
 

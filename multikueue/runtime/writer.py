@@ -1,42 +1,62 @@
-"""Writing the core's decisions to Workloads, with optimistic concurrency.
+"""The one writer of Workload status: every write, its Events and its metrics.
 
-Every write carries the resourceVersion the decision was made on. When the
-Workload changed meanwhile, the API server answers 409 and the decision is
-dropped: the watch brings the new state and the next cycle decides again.
-That is what keeps a restarted or lagging controller from overwriting newer
-state or counting quota twice.
+Every controller that changes a Workload's status (the scheduling loop, the
+lifecycle transitions, the integrations finishing a Workload, the MultiKueue
+admission check) goes through :class:`WorkloadWriter`, so each transition is
+counted once in ``kueue_*`` metrics, announced by one Event, and written the
+same way:
+
+- every write carries the resourceVersion the decision was made on. When the
+  Workload changed meanwhile the API server answers 409 and the decision is
+  dropped: the watch brings the new state and the next pass decides again.
+  That is what keeps a restarted or lagging controller from overwriting
+  newer state or counting quota twice;
+- what a write returns is handed to ``on_written`` (the store), so the next
+  decision is made on what was just written rather than on an older copy.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
 
 from multikueue.api.constants import Finalizers
+from multikueue.api.resources import WORKLOADS
 from multikueue.api.workload import Workload
 from multikueue.core.lifecycle import WorkloadUpdate, finished_status
 from multikueue.runtime import metrics
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
-from multikueue.api.resources import WORKLOADS
 
 log = structlog.get_logger(__name__)
 
 #: Answers that mean "the decision is stale or moot", not "something is broken".
 STALE = (404, 409)
+#: An Event to post with a write: (type, reason, message).
+EventSpec = tuple[str, str, str]
 
 
 def workload_ref(wl: Workload) -> ObjectRef:
     return ObjectRef(wl.api_version, wl.kind, wl.namespace, wl.name, wl.metadata.uid)
 
 
+def _cluster_queue(wl: Workload) -> str:
+    return (wl.status.admission.cluster_queue if wl.status and wl.status.admission else "") or ""
+
+
 class WorkloadWriter:
-    def __init__(self, kube: AsyncKube, events: EventRecorder) -> None:
+    def __init__(
+        self, kube: AsyncKube, events: EventRecorder, on_written: Callable[[Workload], None] | None = None
+    ) -> None:
         self.kube = kube
         self.events = events
+        self._on_written = on_written
+
+    # -- low level ------------------------------------------------------------------
 
     async def _finalizers(self, wl: Workload, rv: str | None, *, add: bool) -> str | None:
         current = list(wl.metadata.finalizers or [])
@@ -50,39 +70,60 @@ class WorkloadWriter:
         result = await self.kube.patch(WORKLOADS, wl.namespace, wl.name, patch)
         return str(result["metadata"]["resourceVersion"])
 
-    async def _status(self, wl: Workload, rv: str | None, status: dict[str, Any]) -> str:
+    async def _status(self, wl: Workload, rv: str | None, status: dict[str, Any]) -> dict[str, Any]:
         patch = {"metadata": {"resourceVersion": rv}, "status": status}
-        result = await self.kube.patch(WORKLOADS, wl.namespace, wl.name, patch, status=True)
-        return str(result["metadata"]["resourceVersion"])
+        return await self.kube.patch(WORKLOADS, wl.namespace, wl.name, patch, status=True)
 
-    async def reserve(self, wl: Workload, status: dict[str, Any]) -> bool:
-        """Write the reservation; False if the Workload changed meanwhile.
+    def _record(self, wl: Workload, events: Sequence[EventSpec]) -> None:
+        for type_, reason, message in events:
+            self.events.record(workload_ref(wl), type_, reason, message)
+
+    def _written(self, body: dict[str, Any]) -> Workload:
+        updated = Workload.from_k8s(body)
+        if self._on_written is not None:
+            self._on_written(updated)
+        return updated
+
+    # -- the scheduling loop ----------------------------------------------------------
+
+    async def reserve(self, wl: Workload, status: dict[str, Any], *, cluster_queue: str, checks: Sequence[str]) -> bool:
+        """Write a quota reservation; False (nothing counted) if the Workload changed meanwhile.
 
         The resource-in-use finalizer, when missing (Jobs' Workloads have it
-        from creation), is added right after by the lifecycle handler, as
+        from creation), is added right after by the lifecycle transition, as
         upstream's workload controller does: one write on the admission path.
         """
         try:
             await self._status(wl, wl.metadata.resource_version, status)
-            return True
         except ApiException as exc:
             if exc.status in STALE:
                 log.debug("reservation dropped: workload changed", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
                 return False
             raise
+        metrics.QUOTA_RESERVED_WORKLOADS.labels(cluster_queue).inc()
+        if not checks:
+            metrics.ADMITTED_WORKLOADS.labels(cluster_queue).inc()
+        if wl.metadata.creation_timestamp is not None:
+            waited = (datetime.now(timezone.utc) - wl.metadata.creation_timestamp).total_seconds()
+            metrics.ADMISSION_WAIT.labels(cluster_queue).observe(max(0.0, waited))
+        log.info("quota reserved", workload=f"{wl.namespace}/{wl.name}", cluster_queue=cluster_queue, checks=list(checks))
+        # One Event per admission: when no check is pending it also says the Workload is admitted
+        # (upstream posts a second "Admitted" Event; the lifecycle transition does so when checks exist).
+        admitted = "" if checks else "; admitted (no admission checks)"
+        self._record(wl, [("Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}{admitted}")])
+        return True
 
     async def pending(self, wl: Workload, status: dict[str, Any]) -> None:
+        """Say why the Workload waits (informative: a stale write is dropped silently)."""
         try:
             await self._status(wl, wl.metadata.resource_version, status)
         except ApiException as exc:
             if exc.status not in STALE:
                 raise
 
-    async def finish(self, wl: Workload, condition: dict[str, Any]) -> None:
-        """Mark ``wl`` Finished with ``condition``, on the resourceVersion it was decided on."""
-        await self._status(wl, wl.metadata.resource_version, finished_status(wl, condition))
+    # -- lifecycle transitions --------------------------------------------------------
 
-    async def apply(self, wl: Workload, update: WorkloadUpdate, now: datetime) -> bool:
+    async def apply(self, wl: Workload, update: WorkloadUpdate) -> bool:
         """Write a lifecycle transition; False when the Workload changed meanwhile."""
         rv = wl.metadata.resource_version
         try:
@@ -94,22 +135,41 @@ class WorkloadWriter:
             if update.add_finalizer:
                 rv = await self._finalizers(wl, rv, add=True)
             if update.status is not None:
-                rv = await self._status(wl, rv, update.status)
+                rv = str((await self._status(wl, rv, update.status))["metadata"]["resourceVersion"])
             if update.remove_finalizer:
                 await self._finalizers(wl, rv, add=False)
         except ApiException as exc:
             if exc.status in STALE:
                 return False
             raise
-        for event in update.events:
-            self.events.record(workload_ref(wl), event.type, event.reason, event.message)
+        self._record(wl, [(e.type, e.reason, e.message) for e in update.events])
         if update.transition in ("retry", "rejected", "deactivated") and update.status is not None:
             reason = next(
                 (c["reason"] for c in update.status.get("conditions", []) if c["type"] == "Evicted"), update.transition
             )
             metrics.EVICTED_WORKLOADS.labels(reason).inc()
         elif update.transition == "admitted":
-            cq = wl.status.admission.cluster_queue if wl.status and wl.status.admission else ""
-            metrics.ADMITTED_WORKLOADS.labels(cq or "").inc()
+            metrics.ADMITTED_WORKLOADS.labels(_cluster_queue(wl)).inc()
         log.info("workload transition", workload=f"{wl.namespace}/{wl.name}", transition=update.transition)
         return True
+
+    # -- status written by controllers (admission checks, integrations) ---------------
+
+    async def write(
+        self, wl: Workload, status: dict[str, Any], *, events: Sequence[EventSpec] = (), admitted: bool = False
+    ) -> Workload:
+        """Patch ``status`` on the resourceVersion ``wl`` was read at; return what was written.
+
+        ``admitted`` says the patch completes the admission (the last check
+        turned Ready in the same write). A 409 propagates: the caller's plan
+        was made on a stale copy and must be made again.
+        """
+        updated = self._written(await self._status(wl, wl.metadata.resource_version, status))
+        self._record(updated, events)
+        if admitted:
+            metrics.ADMITTED_WORKLOADS.labels(_cluster_queue(updated)).inc()
+        return updated
+
+    async def finish(self, wl: Workload, condition: dict[str, Any], *, events: Sequence[EventSpec] = ()) -> Workload:
+        """Mark ``wl`` Finished with ``condition``, on the resourceVersion it was decided on."""
+        return await self.write(wl, finished_status(wl, condition), events=events)

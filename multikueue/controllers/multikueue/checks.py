@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from multikueue.api.admissioncheck import AdmissionCheck
 from multikueue.api.constants import GROUP, AdmissionCheckReason, MultiKueue
 from multikueue.api.multikueue import MultiKueueConfig
+from multikueue.core.cache import Cache
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,20 @@ def check_status(
     if inactive:
         return CheckStatus(True, AdmissionCheckReason.ACTIVE, "Inactive clusters: " + "; ".join(inactive), name)
     return CheckStatus(True, AdmissionCheckReason.ACTIVE, "The admission check is active", name)
+
+
+def queue_has_multikueue_check(cache: Cache, namespace: str, queue: str) -> bool | None:
+    """Whether the LocalQueue leads to a ClusterQueue with a MultiKueue check; None if unknown.
+
+    The Job webhook asks this to default ``spec.managedBy`` on Jobs bound for workers.
+    """
+    local = cache.local_queue(namespace, queue)
+    if local is None or not local.spec.cluster_queue:
+        return None
+    state = cache.cluster_queue_state(local.spec.cluster_queue)
+    if state is None:
+        return None
+    flavors = (f.name for g in state.spec.resource_groups or [] for f in g.flavors)
+    return any(
+        cache.admission_check_controller(name) == MultiKueue.CONTROLLER_NAME for name in state.admission_checks_for(flavors)
+    )

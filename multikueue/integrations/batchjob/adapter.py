@@ -1,11 +1,12 @@
-"""The built-in adapter for ``batch/v1`` Jobs."""
+"""The ``batch/v1`` Job's answers to MultiKueue (:class:`multikueue.integrations.base.Adapter`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from multikueue.integrations.base import SyncLater
+from multikueue.integrations.base import SyncLater, not_managed_message
+from multikueue.integrations.batchjob.decide import workload_name_for
 from multikueue.integrations.patch import merge_patch
 from multikueue.api.constants import MultiKueue
 from multikueue.integrations.batchjob import job as batchjob
@@ -22,6 +23,17 @@ class BatchJobAdapter:
 
     def managed_by_multikueue(self, obj: Mapping[str, Any]) -> bool:
         return batchjob.managed_by(obj) == MultiKueue.MANAGED_BY
+
+    def unmanaged_reason(self, obj: Mapping[str, Any]) -> str | None:
+        if self.managed_by_multikueue(obj):
+            return None
+        meta = obj.get("metadata") or {}
+        return not_managed_message(
+            self.kind, meta.get("namespace", ""), meta.get("name", ""), "spec.managedBy", batchjob.managed_by(obj), MultiKueue.MANAGED_BY
+        )
+
+    def workload_name(self, obj: Mapping[str, Any]) -> str:
+        return workload_name_for(obj)
 
     def remote_copy(self, obj: Mapping[str, Any], *, origin: str, workload_name: str) -> dict[str, Any]:
         return remote_copy(obj, origin=origin, workload_name=workload_name)

@@ -38,6 +38,7 @@ from multikueue.api.constants import (
 from multikueue.api.meta import Condition, ObjectMeta, OwnerReference, now
 from multikueue.api.quantity import parse_quantity
 from multikueue.api.workload import PodSet, PriorityClassRef, Workload, WorkloadSpec
+from multikueue.integrations.binding import PREBUILT_WORKLOAD_ANNOTATION, bound_workload_name, is_label_value
 from multikueue.integrations.naming import workload_name_for_owner
 
 __all__ = [
@@ -99,7 +100,6 @@ COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal
 #: Set while a Job is being stopped in several writes; a Job carrying it is not yet "suspended".
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 #: Annotation form of the prebuilt Workload name, used when the name does not fit a label value.
-PREBUILT_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/prebuilt-workload-name"
 #: Label put on the pod template at start, naming the pod set the pods belong to.
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
 #: Job annotations with this prefix are copied to the Workload (ProvisioningRequest parameters).
@@ -131,8 +131,6 @@ JOB_STATUS_FIELDS: tuple[str, ...] = (
     "failedIndexes",
 )
 
-_LABEL_VALUE_MAX_LENGTH = 63
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _CONDITION_MESSAGE_MAX_LENGTH = 32 * 1024
 _GO_INT = re.compile(r"^[+-]?[0-9]+$")
 _GO_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
@@ -202,7 +200,7 @@ def prebuilt_workload_name(job: Job) -> str | None:
     characters) or when its ``WorkloadIdentifierAnnotations`` gate is on, and
     reads both, so we do too.
     """
-    return labels_of(job).get(Labels.PREBUILT_WORKLOAD_NAME) or annotations_of(job).get(PREBUILT_WORKLOAD_ANNOTATION) or None
+    return bound_workload_name(job)
 
 
 def managed_by(job: Job) -> str | None:
@@ -390,11 +388,6 @@ def pod_sets(job: Job) -> list[PodSet]:
 
 
 # --- the Workload ----------------------------------------------------------------
-
-
-def is_label_value(value: str) -> bool:
-    """Whether ``value`` may be a label value (63 characters at most, alphanumeric ends)."""
-    return len(value) <= _LABEL_VALUE_MAX_LENGTH and _LABEL_VALUE.match(value) is not None
 
 
 def build_workload(

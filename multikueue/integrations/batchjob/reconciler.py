@@ -1,4 +1,4 @@
-"""The ``batch/v1`` Job integration's I/O: kopf handlers applying :mod:`reconcile`.
+"""The ``batch/v1`` Job integration's I/O: a kopf handler applying :mod:`decide`.
 
 A Job is reconciled when it changes and when its Workload changes (admitted,
 evicted, finished), so it starts as soon as its Workload is admitted. Each
@@ -9,7 +9,7 @@ its way and will be reconciled in turn.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import kopf
 import structlog
@@ -21,11 +21,11 @@ from multikueue.api.workload import PriorityClassRef
 from multikueue.integrations.batchjob import job as batchjob
 from multikueue.integrations.batchjob.startstop import MissingFlavorError, PodSetMergeConflict
 from multikueue.integrations.batchjob.decide import JobAction, Step, decide, is_queued, workload_name_for
-from multikueue.runtime.events import ObjectRef
+from multikueue.core.cache import Cache
+from multikueue.runtime.events import EventRecorder, ObjectRef
+from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.writer import WorkloadWriter
 from multikueue.api.resources import JOBS, WORKLOADS
-
-if TYPE_CHECKING:
-    from multikueue.operator.scheduling import ControllerState
 
 log = structlog.get_logger(__name__)
 
@@ -33,10 +33,37 @@ JobKey = tuple[str, str]
 
 
 class JobReconciler:
-    def __init__(self, state: "ControllerState") -> None:
-        self.state = state
+    """Creates Workloads for queued Jobs, starts and stops Jobs as their Workloads say.
+
+    It is also the integration's :class:`~multikueue.integrations.base.ObjectSource`:
+    the MultiKueue check reads the manager's Jobs through :meth:`get`.
+    """
+
+    def __init__(self, kube: AsyncKube, cache: Cache, writer: WorkloadWriter, events: EventRecorder) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.writer = writer
+        self.events = events
         #: Last seen body of every queued Job, to reconcile it when its Workload changes.
-        self.jobs: dict[JobKey, dict[str, Any]] = {}
+        self._jobs: dict[JobKey, dict[str, Any]] = {}
+        #: (namespace, prebuilt Workload name) -> the Job bound to it (worker copies).
+        self._prebuilt: dict[JobKey, JobKey] = {}
+
+    def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._jobs.get((namespace, name))
+
+    def _store(self, key: JobKey, body: dict[str, Any]) -> None:
+        self._forget(key)
+        self._jobs[key] = body
+        prebuilt = batchjob.prebuilt_workload_name(body)
+        if prebuilt:
+            self._prebuilt[(key[0], prebuilt)] = key
+
+    def _forget(self, key: JobKey) -> None:
+        previous = self._jobs.pop(key, None)
+        prebuilt = batchjob.prebuilt_workload_name(previous) if previous is not None else None
+        if prebuilt and self._prebuilt.get((key[0], prebuilt)) == key:
+            del self._prebuilt[(key[0], prebuilt)]
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         @kopf.on.event("batch", "v1", "jobs", registry=registry, id="job_integration")
@@ -45,29 +72,30 @@ class JobReconciler:
             meta = body.get("metadata", {})
             key = (meta.get("namespace", ""), meta.get("name", ""))
             if event.get("type") == "DELETED" or not is_queued(body):
-                self.jobs.pop(key, None)
+                self._forget(key)
                 return
-            self.jobs[key] = body
+            self._store(key, body)
             await self.reconcile(body)
 
     async def on_workload(self, wl: Workload) -> None:
         """Reconcile the Job bound to ``wl``, if we know it."""
         for ref in wl.metadata.owner_references or []:
             if ref.kind == "Job" and ref.api_version == "batch/v1":
-                job = self.jobs.get((wl.namespace or "", ref.name))
+                job = self._jobs.get((wl.namespace or "", ref.name))
                 if job is not None:
                     await self.reconcile(job)
                 return
-        # A prebuilt Workload has no owner: find the Job that names it.
-        for (namespace, _), job in list(self.jobs.items()):
-            if namespace == wl.namespace and batchjob.prebuilt_workload_name(job) == wl.name:
-                await self.reconcile(job)
+        # A prebuilt Workload has no owner: the Job naming it, if any.
+        key = self._prebuilt.get((wl.namespace or "", wl.name))
+        job = self._jobs.get(key) if key is not None else None
+        if job is not None:
+            await self.reconcile(job)
 
     def _priority(self, job: Mapping[str, Any]) -> tuple[int | None, PriorityClassRef | None]:
         name = batchjob.labels_of(job).get(Labels.PRIORITY_CLASS)
         if not name:
             return None, None
-        value = self.state.cache.priority_class_value(name)
+        value = self.cache.priority_class_value(name)
         if value is None:
             return None, None
         return value, PriorityClassRef(group="kueue.x-k8s.io", kind="WorkloadPriorityClass", name=name)
@@ -75,10 +103,10 @@ class JobReconciler:
     async def reconcile(self, job: Mapping[str, Any]) -> None:
         meta = job.get("metadata", {})
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
-        wl = self.state.cache.workload((namespace, workload_name_for(job)))
+        wl = self.cache.workload((namespace, workload_name_for(job)))
         priority, priority_class = self._priority(job)
         try:
-            action = decide(job, wl, flavors=self.state.cache.flavors, priority=priority, priority_class=priority_class)
+            action = decide(job, wl, flavors=self.cache.flavors, priority=priority, priority_class=priority_class)
         except MissingFlavorError:
             return  # the flavor arrives with the next watch event, which reconciles again
         except PodSetMergeConflict as exc:
@@ -91,13 +119,13 @@ class JobReconciler:
             # controller's watch of Workloads may lag behind its watch of Jobs: confirm with a live
             # read before suspending a Job that may be running for good reason.
             try:
-                live = await self.state.kube.get_or_none(WORKLOADS, namespace, wl.name)
+                live = await self.kube.get_or_none(WORKLOADS, namespace, wl.name)
             except ApiException:
                 return  # the next event reconciles again
             if live is not None:
                 fresh = Workload.from_k8s(live)
-                self.state.cache.upsert_workload(fresh)
-                action = decide(job, fresh, flavors=self.state.cache.flavors, priority=priority, priority_class=priority_class)
+                self.cache.upsert_workload(fresh)
+                action = decide(job, fresh, flavors=self.cache.flavors, priority=priority, priority_class=priority_class)
                 wl = fresh
                 if action.step is Step.NONE:
                     return
@@ -112,7 +140,7 @@ class JobReconciler:
         log.info("job reconciled", job=f"{namespace}/{name}", step=action.step.value, message=action.message)
 
     async def _apply(self, job: Mapping[str, Any], wl: Workload | None, action: JobAction) -> None:
-        kube = self.state.kube
+        kube = self.kube
         meta = job["metadata"]
         namespace = meta["namespace"]
         if action.step is Step.CREATE_WORKLOAD:
@@ -137,7 +165,7 @@ class JobReconciler:
             reason = "Started" if action.step is Step.START else "Stopped"
             self._event(job, "Normal", reason, action.message)
         elif action.step is Step.FINISH_WORKLOAD and wl is not None and action.finished_condition is not None:
-            await self.state.writer.finish(wl, action.finished_condition)
+            await self.writer.finish(wl, action.finished_condition)
 
     def _event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        self.state.events.record(ObjectRef.of({"apiVersion": "batch/v1", "kind": "Job", **job}), type_, reason, message)
+        self.events.record(ObjectRef.of({"apiVersion": "batch/v1", "kind": "Job", **job}), type_, reason, message)

@@ -14,15 +14,14 @@ from enum import StrEnum
 from typing import Any
 
 from multikueue.api.constants import ConditionStatus, Labels
+from multikueue.integrations.binding import bind
 from multikueue.integrations.batchjob.job import (
     API_VERSION,
     JOB_STATUS_FIELDS,
     KIND,
     MANAGED_LABELS,
-    PREBUILT_WORKLOAD_ANNOTATION,
     Job,
     is_active,
-    is_label_value,
     is_suspended,
     section,
     spec_of,
@@ -100,10 +99,7 @@ def remote_copy(job: Job, *, origin: str, workload_name: str) -> dict[str, Any]:
     labels = dict(metadata.get("labels") or {})
     annotations = dict(metadata.get("annotations") or {})
     labels[Labels.MULTIKUEUE_ORIGIN] = origin
-    if is_label_value(workload_name):
-        labels[Labels.PREBUILT_WORKLOAD_NAME] = workload_name
-    else:
-        annotations[PREBUILT_WORKLOAD_ANNOTATION] = workload_name
+    bind(labels, annotations, workload_name)
     new_metadata: dict[str, Any] = {"name": metadata.get("name"), "labels": labels}
     if metadata.get("namespace"):
         new_metadata["namespace"] = metadata["namespace"]

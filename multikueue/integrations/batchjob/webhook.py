@@ -7,14 +7,19 @@ manager's own Job controller never runs its pods. It returns RFC 6902 JSON
 patch operations, the form an AdmissionReview response carries. The
 validating part lists the user errors upstream's Job webhook refuses, in the
 ``field.Error`` wording kubectl users know from upstream.
+
+Both are pure functions; :func:`register` serves them through kopf's webhook
+server (which the operator sets up).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import kopf
 
 from multikueue.api.constants import Labels, MultiKueue
 from multikueue.integrations.batchjob.job import (
@@ -173,3 +178,25 @@ def validate_job(job: Job) -> list[str]:
         *_validate_partial_admission(job),
         *_validate_sync_completions(job),
     ]
+
+
+def register(registry: kopf.OperatorRegistry, queue_has_multikueue_check: Callable[[str, str], bool | None]) -> None:
+    """Register the Job webhooks; ``queue_has_multikueue_check(namespace, queue) -> bool | None``."""
+
+    @kopf.on.mutate("batch", "v1", "jobs", operations=["CREATE"], registry=registry, id="job-defaults")
+    async def default_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        job = dict(body)
+        queue = queue_name(job)
+        namespace = body.get("metadata", {}).get("namespace") or ""
+        has_check = queue_has_multikueue_check(namespace, queue) if queue else None
+        for operation in mutate_job(job, queue_has_multikueue_check=has_check):
+            path = operation["path"].strip("/").split("/")
+            if path == ["spec"]:
+                continue
+            patch.setdefault(path[0], {})[path[1]] = operation["value"]
+
+    @kopf.on.validate("batch", "v1", "jobs", operations=["CREATE", "UPDATE"], registry=registry, id="job-validation")
+    async def validate(body: kopf.Body, **_: Any) -> None:
+        errors = validate_job(dict(body))
+        if errors:
+            raise kopf.AdmissionError("; ".join(errors), code=422)

@@ -40,7 +40,9 @@ from multikueue.integrations.external.entries import (
 from multikueue.integrations.external.jsonpath import JsonPath, JsonPathError, compile_path
 from multikueue.integrations.patch import apply_merge_patch, merge_patch
 from multikueue.api.constants import Labels, MultiKueue
-from multikueue.integrations.batchjob.job import PREBUILT_WORKLOAD_ANNOTATION, is_label_value
+from multikueue.integrations.base import not_managed_message
+from multikueue.integrations.binding import bind, bound_workload_name
+from multikueue.integrations.naming import workload_name_for_owner
 from multikueue.api.resources import ResourceRef
 
 __all__ = ["POD_SET_CONTAINER", "GenericAdapter", "default_resource_ref", "guess_plural"]
@@ -90,6 +92,22 @@ class GenericAdapter:
     def managed_by_multikueue(self, obj: Mapping[str, Any]) -> bool:
         """Whether the managed-by field holds ``kueue.x-k8s.io/multikueue`` (exactly, as upstream)."""
         return self.framework.managed_by.get(obj) == MultiKueue.MANAGED_BY
+
+    def unmanaged_reason(self, obj: Mapping[str, Any]) -> str | None:
+        if self.managed_by_multikueue(obj):
+            return None
+        meta = obj.get("metadata") or {}
+        path = self.framework.managed_by
+        return not_managed_message(
+            self.kind, meta.get("namespace", ""), meta.get("name", ""), path.canonical, path.get(obj), MultiKueue.MANAGED_BY
+        )
+
+    def workload_name(self, obj: Mapping[str, Any]) -> str:
+        """The Workload bound to ``obj``: its prebuilt one, else the upstream-style name of its own."""
+        meta = obj.get("metadata") or {}
+        return bound_workload_name(obj) or workload_name_for_owner(
+            str(meta.get("name") or ""), str(meta.get("uid") or ""), self.kind, self.framework.group
+        )
 
     def remote_copy(self, obj: Mapping[str, Any], *, origin: str, workload_name: str) -> dict[str, Any]:
         """The object to create on the worker, built in this order:
@@ -254,15 +272,12 @@ class GenericAdapter:
         labels = metadata.get("labels")
         labels = dict(labels) if isinstance(labels, Mapping) else {}
         labels[Labels.MULTIKUEUE_ORIGIN] = origin
-        if is_label_value(workload_name):
-            labels[Labels.PREBUILT_WORKLOAD_NAME] = workload_name
-        else:
-            labels.pop(Labels.PREBUILT_WORKLOAD_NAME, None)
-            annotations = metadata.get("annotations")
-            annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
-            annotations[PREBUILT_WORKLOAD_ANNOTATION] = workload_name
-            metadata["annotations"] = annotations
+        annotations = metadata.get("annotations")
+        annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
+        bind(labels, annotations, workload_name)
         metadata["labels"] = labels
+        if annotations:
+            metadata["annotations"] = annotations
 
     def _set(self, path: JsonPath, doc: dict[str, Any], value: Any, field: str) -> None:
         try:

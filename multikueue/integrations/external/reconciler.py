@@ -1,49 +1,48 @@
-"""External frameworks at run time: adapters, local watches, ConfigMap reloads.
+"""External frameworks at run time: one watch per configured kind, their objects reconciled.
 
-The configuration's ``multiKueue.externalFrameworks`` entries are compiled by
-:mod:`multikueue.integrations.external.entries`; this module gives each valid entry a
-:class:`GenericAdapter` with the plural found through discovery, watches its
-objects on the local cluster (a thread per kind, like the worker watches), and
-applies :mod:`multikueue.integrations.external.workload` to them. The ConfigMap is watched: an
-added, changed or removed entry starts, restarts or stops its watch without a
-restart, and Workloads already dispatched keep going (the MultiKueue
-controller just sees a different set of adapters).
-
-Problems (a bad entry, a kind the API server does not serve) are logged and
-posted as Warning Events on the ConfigMap; the other entries keep working.
+For every entry of ``multiKueue.externalFrameworks`` that :mod:`.reload`
+found usable, this module watches the kind's objects on the local cluster
+and applies the pure decisions of :mod:`.workload` to them: create the
+Workload an entry with ``workload`` asks for, finish it when the object
+finished, release a worker copy's hold once its prebuilt Workload is
+admitted. Each watched kind is an :class:`~multikueue.integrations.base.Integration`
+in the controller's :class:`~multikueue.integrations.registry.IntegrationSet`,
+so the MultiKueue check dispatches it like a Job.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
 
-from multikueue.integrations.external.cel import CelEvaluationError
-from multikueue.integrations.external.entries import CompiledFramework, FrameworkProblem, load_frameworks
-from multikueue.integrations.external.adapter import GenericAdapter
-from multikueue.controllers.multikueue.connection import _list, _watch_loop
 from multikueue.api import Workload
-from multikueue.api.configuration import CONFIG_KEY, ConfigurationError, load_configuration
+from multikueue.api.resources import WORKLOADS, ResourceRef
+from multikueue.controllers.multikueue.connection import _list, _watch_loop  # TODO informer
+from multikueue.core.cache import Cache
+from multikueue.integrations.base import Integration
 from multikueue.integrations.external import workload as external
-from multikueue.runtime.events import ObjectRef
-from multikueue.api.resources import ResourceRef
-from multikueue.api.resources import WORKLOADS
-
-if TYPE_CHECKING:
-    from multikueue.operator.scheduling import ControllerState
+from multikueue.integrations.external.adapter import GenericAdapter
+from multikueue.integrations.external.cel import CelEvaluationError
+from multikueue.integrations.external.entries import CompiledFramework
+from multikueue.integrations.registry import IntegrationSet
+from multikueue.runtime.events import EventRecorder, ObjectRef
+from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
 
 ObjectKey = tuple[str, str]
 #: Pause before listing a kind again after its watch broke.
 REWATCH_SECONDS = 2.0
+#: Told when an object of a watched kind changed (the MultiKueue check re-plans its Workload).
+ObjectListener = Callable[[GenericAdapter, Mapping[str, Any]], None]
 
 
 def utcnow() -> datetime:
@@ -61,6 +60,10 @@ class FrameworkWatch:
     task: asyncio.Task[None] | None = None
     stopped: bool = False
 
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as last seen (the integration's ObjectSource)."""
+        return self.objects.get((namespace, name))
+
     def store(self, obj: dict[str, Any]) -> None:
         key = _key(obj)
         self.objects[key] = obj
@@ -76,61 +79,27 @@ class FrameworkWatch:
             del self.prebuilt[(key[0], name)]
 
 
-class Frameworks:
-    """The external frameworks this controller runs, kept in step with its ConfigMap."""
+class ExternalReconciler:
+    """The watched external kinds and the reconciliation of their objects."""
 
-    def __init__(self, state: "ControllerState", config_map: str) -> None:
-        self.state = state
-        self.config_map = config_map
+    def __init__(
+        self, kube: AsyncKube, cache: Cache, writer: WorkloadWriter, events: EventRecorder, integrations: IntegrationSet
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.writer = writer
+        self.events = events
+        self.integrations = integrations
         self.watches: dict[str, FrameworkWatch] = {}
         self._specs: dict[str, Any] = {}
-        self._last_problems: tuple[str, ...] = ()
-        #: Called after the set of adapters changed (the MultiKueue controller re-plans).
-        self.on_change: Callable[[], None] | None = None
+        self._listeners: list[ObjectListener] = []
 
-    # -- lookups --------------------------------------------------------------------------
+    def on_object(self, listener: ObjectListener) -> None:
+        """Call ``listener`` after each change of a watched object."""
+        self._listeners.append(listener)
 
-    def adapters(self) -> list[GenericAdapter]:
-        return [w.adapter for w in self.watches.values()]
-
-    def _watch_for(self, api_version: str, kind: str) -> FrameworkWatch | None:
-        for watch in self.watches.values():
-            if (watch.adapter.api_version, watch.adapter.kind) == (api_version, kind):
-                return watch
-        return None
-
-    def adapter_for(self, api_version: str, kind: str) -> GenericAdapter | None:
-        watch = self._watch_for(api_version, kind)
-        return watch.adapter if watch is not None else None
-
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        watch = self._watch_for(api_version, kind)
-        return watch.objects.get((namespace, name)) if watch is not None else None
-
-    # -- loading --------------------------------------------------------------------------
-
-    async def reload_from_configmap(self, body: Mapping[str, Any]) -> None:
-        """Apply the ConfigMap's document (watch event); a bad document keeps what runs now."""
-        text = (body.get("data") or {}).get(CONFIG_KEY)
-        try:
-            loaded = load_configuration(text)
-        except ConfigurationError as exc:
-            self._report(body, [f"ConfigMap {self.state.namespace}/{self.config_map}: {exc}; keeping the previous external frameworks"])
-            return
-        await self.load(loaded.config.multi_kueue.external_frameworks, source=body)
-
-    async def load(self, entries: Iterable[Any], source: Mapping[str, Any] | None = None) -> list[str]:
-        """Compile ``entries``, resolve their kinds, start/stop watches; return the problems found."""
-        frameworks = load_frameworks(list(entries))
-        problems = [str(p) for p in frameworks.problems]
-        wanted: dict[str, tuple[CompiledFramework, ResourceRef]] = {}
-        for name, framework in frameworks.frameworks.items():
-            try:
-                ref = await self._resolve(framework)
-            except LookupError as exc:
-                problems.append(str(FrameworkProblem(name, "name", str(exc))))
-                continue
-            wanted[name] = (framework, ref)
+    async def apply(self, wanted: Mapping[str, tuple[CompiledFramework, ResourceRef]]) -> bool:
+        """Watch exactly the kinds in ``wanted`` (restarting changed ones); True when the set changed."""
         changed = False
         for name in list(self.watches):
             if name not in wanted or self._specs.get(name) != wanted[name][0].spec:
@@ -141,40 +110,9 @@ class Frameworks:
                 self._specs[name] = framework.spec
                 self._start(GenericAdapter(framework, ref))
                 changed = True
-        self._report(source, problems)
         if changed:
-            log.info("external frameworks", active=sorted(self.watches), problems=len(problems))
-            if self.on_change is not None:
-                self.on_change()
-        return problems
-
-    async def _resolve(self, framework: CompiledFramework) -> ResourceRef:
-        """The kind's plural and scope from discovery; LookupError when the API server does not serve it."""
-        kube = self.state.kube
-        try:
-            listing = await kube.call(kube._request, "GET", f"/apis/{framework.group}/{framework.version}")
-        except ApiException as exc:
-            if exc.status == 404:
-                raise LookupError(
-                    f"the API server does not serve {framework.api_version}: install the CRD of {framework.kind} on this cluster"
-                ) from None
-            raise LookupError(f"discovery of {framework.api_version} failed: {exc.status} {exc.reason}") from None
-        for resource in listing.get("resources", []):
-            if resource.get("kind") == framework.kind and "/" not in resource.get("name", ""):
-                return ResourceRef(framework.group, framework.version, resource["name"], bool(resource.get("namespaced")))
-        raise LookupError(f"{framework.api_version} has no kind {framework.kind}: check the CRD and the entry's name")
-
-    def _report(self, source: Mapping[str, Any] | None, problems: list[str]) -> None:
-        """Log each problem and post it as a Warning Event on the ConfigMap, once per distinct set."""
-        if tuple(problems) == self._last_problems:
-            return
-        self._last_problems = tuple(problems)
-        meta = (source or {}).get("metadata") or {}
-        for problem in problems:
-            log.warning("external framework not used", problem=problem, configmap=f"{self.state.namespace}/{self.config_map}")
-            if meta.get("uid"):
-                ref = ObjectRef("v1", "ConfigMap", self.state.namespace, self.config_map, str(meta["uid"]))
-                self.state.events.record(ref, "Warning", "InvalidExternalFramework", problem)
+            self.integrations.set_external(Integration(w.adapter, w) for w in self.watches.values())
+        return changed
 
     # -- watching -------------------------------------------------------------------------
 
@@ -203,11 +141,11 @@ class Frameworks:
     async def _maintain(self, watch: FrameworkWatch) -> None:
         """List, then watch from the listing's version; after a break, list again."""
         loop = asyncio.get_running_loop()
-        api = self.state.kube.api
+        api = self.kube.api
         ref = watch.adapter.ref
         while not watch.stopped:
             try:
-                listed = await self.state.kube.call(_list, api, ref, "")
+                listed = await self.kube.call(_list, api, ref, "")
             except Exception as exc:  # noqa: BLE001 - retried; the log says why
                 log.warning("external framework list failed", framework=watch.adapter.gvk, error=str(exc)[:200])
                 await asyncio.sleep(REWATCH_SECONDS)
@@ -252,12 +190,14 @@ class Frameworks:
 
     def _changed(self, watch: FrameworkWatch, obj: dict[str, Any]) -> None:
         asyncio.create_task(self.reconcile(watch.adapter, obj))
-        multikueue = self.state.multikueue
-        if multikueue is not None:
-            namespace, name = _key(obj)
-            adapter = watch.adapter
-            owned = multikueue.owned.get((adapter.api_version, adapter.kind, namespace, name))
-            multikueue.schedule(owned or (namespace, external.workload_name(adapter, obj)))
+        for listener in self._listeners:
+            listener(watch.adapter, obj)
+
+    def _watch_for(self, api_version: str, kind: str) -> FrameworkWatch | None:
+        for watch in self.watches.values():
+            if (watch.adapter.api_version, watch.adapter.kind) == (api_version, kind):
+                return watch
+        return None
 
     def object_of(self, wl: Workload) -> tuple[GenericAdapter, dict[str, Any]] | None:
         """The external object ``wl`` belongs to (owner, or the object naming it as prebuilt)."""
@@ -281,10 +221,10 @@ class Frameworks:
     async def reconcile(self, adapter: GenericAdapter, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
-        wl = self.state.cache.workload((namespace, external.workload_name(adapter, obj)))
+        wl = self.cache.workload((namespace, external.workload_name(adapter, obj)))
         try:
             priority_class = adapter.priority_class(obj)
-            priority = self.state.cache.priority_class_value(priority_class) if priority_class else None
+            priority = self.cache.priority_class_value(priority_class) if priority_class else None
             action = external.decide(adapter, obj, wl, priority=priority, now=utcnow())
         except (CelEvaluationError, ValueError) as exc:
             log.warning("external object not handled", framework=adapter.gvk, object=f"{namespace}/{name}", error=str(exc))
@@ -292,7 +232,7 @@ class Frameworks:
             return
         if action.step is external.ExternalStep.NONE:
             return
-        kube = self.state.kube
+        kube = self.kube
         try:
             if action.step is external.ExternalStep.CREATE_WORKLOAD and action.workload is not None:
                 try:
@@ -303,7 +243,7 @@ class Frameworks:
                     return
                 self._object_event(adapter, obj, "Normal", "CreatedWorkload", f"Created Workload: {namespace}/{action.workload.name}")
             elif action.step is external.ExternalStep.FINISH_WORKLOAD and wl is not None and action.condition is not None:
-                await self.state.writer.finish(wl, action.condition.to_dict())
+                await self.writer.finish(wl, action.condition.to_dict())
             elif action.step is external.ExternalStep.RELEASE_HOLD and action.patch is not None:
                 patch = {**action.patch, "metadata": {"resourceVersion": meta.get("resourceVersion")}}
                 await kube.patch(adapter.ref, namespace, name, patch)
@@ -318,7 +258,7 @@ class Frameworks:
     def _object_event(self, adapter: GenericAdapter, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
         ref = ObjectRef(adapter.api_version, adapter.kind, meta.get("namespace"), meta.get("name", ""), str(meta.get("uid") or ""))
-        self.state.events.record(ref, type_, reason, message)
+        self.events.record(ref, type_, reason, message)
 
 
 def _key(obj: Mapping[str, Any]) -> ObjectKey:

@@ -27,6 +27,7 @@ from multikueue.integrations.external.adapter import GenericAdapter
 from multikueue.api import Workload
 from multikueue.api.constants import Finalizers, Labels, WorkloadConditionType
 from multikueue.api.meta import Condition
+from multikueue.integrations.binding import bound_workload_name
 from multikueue.integrations.naming import workload_name_for_owner
 
 #: Upstream's reasons on the ``Finished`` condition.
@@ -55,15 +56,12 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def prebuilt_workload_name(obj: Mapping[str, Any]) -> str | None:
-    return (_meta(obj).get("labels") or {}).get(Labels.PREBUILT_WORKLOAD_NAME) or None
+    return bound_workload_name(obj)
 
 
 def workload_name(adapter: GenericAdapter, obj: Mapping[str, Any]) -> str:
     """The Workload bound to ``obj``: its prebuilt one, else the upstream-style name of its own."""
-    meta = _meta(obj)
-    return prebuilt_workload_name(obj) or workload_name_for_owner(
-        str(meta.get("name") or ""), str(meta.get("uid") or ""), adapter.kind, adapter.framework.group
-    )
+    return adapter.workload_name(obj)
 
 
 def build_workload(adapter: GenericAdapter, obj: Mapping[str, Any], *, priority: int | None, priority_class: str | None) -> Workload:

@@ -1,0 +1,365 @@
+"""The scheduler's in-memory state, fed object by object from watch events.
+
+The I/O layer calls ``upsert_*`` / ``delete_*`` for every watch event (the
+objects are the ``multikueue.api`` pydantic models) and reads the status
+views to write ClusterQueue and LocalQueue status. The scheduler
+(:func:`multikueue.core.scheduler.schedule`) reads the cache, and records
+each admission it decides with :meth:`Cache.assume` so the quota is counted
+before the API server confirms it.
+
+Every update is incremental: an event touches the few indexes it concerns
+(a workload event costs O(pod sets + cohort depth)), and marks *dirty* the
+queues whose scheduling inputs it changed. A cycle only looks at dirty
+queues, so a cycle with nothing new costs next to nothing.
+
+Workload states, as upstream Kueue defines them:
+
+- *reserving*: ``status.admission`` is set, ``QuotaReserved=True`` and not
+  ``Finished=True``; its ``admission`` counts as usage of
+  ``admission.clusterQueue``;
+- *admitted*: reserving and ``Admitted=True``;
+- *assumed*: admitted by the scheduler, not yet confirmed by the watch;
+  counts as usage until the Workload comes back reserving (the assumption
+  is then dropped, so nothing is counted twice) or :meth:`Cache.forget` is
+  called after a failed write;
+- *pending*: none of the above, ``spec.active`` not false, not finished, no
+  ``deletionTimestamp``.
+
+Namespaces never upserted are treated as existing without labels.
+
+:class:`Cache` is a facade over four parts, each in its own module:
+
+- :mod:`~multikueue.core.cache.store`: the objects and their lookups;
+- :mod:`~multikueue.core.cache.hierarchy`: the cohort/ClusterQueue quota
+  tree and the quota each Workload holds;
+- :mod:`~multikueue.core.cache.queues`: pending Workloads, backoffs,
+  assumed admissions and the dirty record;
+- :mod:`~multikueue.core.cache.views`: the queue status views.
+
+The facade routes each event to the parts it concerns and turns what they
+report changed into dirty marks; the parts never call each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from decimal import Decimal
+
+from multikueue.api.admissioncheck import AdmissionCheck
+from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.cohort import Cohort
+from multikueue.api.localqueue import LocalQueue
+from multikueue.api.resourceflavor import ResourceFlavor
+from multikueue.api.workload import Admission, Workload
+from multikueue.api.workloadpriorityclass import WorkloadPriorityClass
+from multikueue.core.cache.hierarchy import Contribution, QuotaTree, admission_usage
+from multikueue.core.cache.queues import DirtyQueues, PendingQueues, PendingWorkload
+from multikueue.core.cache.store import ClusterQueueState, LocalQueueKey, ObjectStore, WorkloadKey, local_queue_of
+from multikueue.core.cache.views import (
+    ClusterQueueStatusView,
+    LocalQueueStatusView,
+    QueueStatusView,
+    cluster_queue_view,
+    local_queue_view,
+)
+from multikueue.core.quota import FlavorResource
+
+__all__ = [
+    "Cache",
+    "ClusterQueueState",
+    "ClusterQueueStatusView",
+    "DirtyQueues",
+    "LocalQueueKey",
+    "LocalQueueStatusView",
+    "PendingWorkload",
+    "QueueStatusView",
+    "WorkloadKey",
+    "admission_usage",
+]
+
+
+def _holds_quota(workload: Workload) -> bool:
+    return workload.status.admission is not None and workload.has_quota_reservation and not workload.is_finished
+
+
+def _wants_quota(workload: Workload) -> bool:
+    return workload.spec.active and not workload.is_finished and workload.metadata.deletion_timestamp is None
+
+
+class Cache:
+    """Flavors, queues, cohorts, priority classes, admission checks, namespaces and Workloads.
+
+    Not thread-safe: feed it and run cycles from one thread (or one event
+    loop task); the scheduler is synchronous and never yields mid-cycle.
+    """
+
+    def __init__(self) -> None:
+        self._store = ObjectStore()
+        self._tree = QuotaTree(self._store.cohorts)
+        self._queues = PendingQueues(self._store.priority_classes)
+
+    def _mark_trees(self, cq_names: Iterable[str]) -> None:
+        """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree."""
+        for cq_name in cq_names:
+            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name))
+
+    # --- ResourceFlavor --------------------------------------------------------------
+
+    def upsert_flavor(self, flavor: ResourceFlavor) -> None:
+        """Add or replace a ResourceFlavor; the queues using it are re-evaluated."""
+        self._mark_trees(self._store.put_flavor(flavor))
+
+    def delete_flavor(self, name: str) -> None:
+        """Forget a ResourceFlavor; the queues using it become inactive."""
+        self._mark_trees(self._store.remove_flavor(name))
+
+    # --- ClusterQueue -------------------------------------------------------------------
+
+    def upsert_cluster_queue(self, cluster_queue: ClusterQueue) -> None:
+        """Add or replace a ClusterQueue (quota, cohort, strategy, checks, stop policy)."""
+        if self._store.keep_if_same_spec(cluster_queue):
+            return  # only metadata or status changed
+        node, affected = self._tree.put_cluster_queue(cluster_queue.name, cluster_queue.spec)
+        self._store.put_cluster_queue(cluster_queue, node)
+        self._queues.mark_cluster_queues(affected)
+
+    def delete_cluster_queue(self, name: str) -> None:
+        """Forget a ClusterQueue; its pending Workloads become inadmissible, its cohort peers are re-evaluated.
+
+        Usage of Workloads still admitted there is kept and counts again if
+        the ClusterQueue comes back.
+        """
+        if self._store.remove_cluster_queue(name):
+            self._queues.mark_cluster_queues(self._tree.remove_cluster_queue(name))
+
+    # --- Cohort ---------------------------------------------------------------------------
+
+    def upsert_cohort(self, cohort: Cohort) -> None:
+        """Add or replace a Cohort object (its own quota and parent)."""
+        if self._store.put_cohort(cohort):
+            self._queues.mark_cluster_queues(self._tree.reshape_cohort(cohort.name))
+
+    def delete_cohort(self, name: str) -> None:
+        """Forget a Cohort object; ClusterQueues naming it still form an (implicit) cohort."""
+        if self._store.remove_cohort(name):
+            self._queues.mark_cluster_queues(self._tree.remove_cohort(name))
+
+    # --- LocalQueue ---------------------------------------------------------------------------
+
+    def upsert_local_queue(self, local_queue: LocalQueue) -> None:
+        """Add or replace a LocalQueue; its pending Workloads are re-checked."""
+        # The queue's Workloads join (or leave) a ClusterQueue: a StrictFIFO head may change.
+        self._local_queue_moved((local_queue.namespace or "", local_queue.name), self._store.put_local_queue(local_queue))
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        """Forget a LocalQueue; its pending Workloads become inadmissible."""
+        self._local_queue_moved((namespace, name), self._store.remove_local_queue((namespace, name)))
+
+    def _local_queue_moved(self, key: LocalQueueKey, cluster_queues: tuple[str, ...]) -> None:
+        if cluster_queues:
+            self._queues.mark_cluster_queues(cluster_queues)
+            self._queues.mark_local_queue(key)
+
+    # --- WorkloadPriorityClass -----------------------------------------------------------------
+
+    def upsert_priority_class(self, priority_class: WorkloadPriorityClass) -> None:
+        """Add or replace a WorkloadPriorityClass; Workloads whose priority comes from it are re-ordered."""
+        if self._store.put_priority_class(priority_class):
+            self._priority_class_changed(priority_class.name)
+
+    def delete_priority_class(self, name: str) -> None:
+        """Forget a WorkloadPriorityClass (its Workloads without ``spec.priority`` get priority 0)."""
+        if self._store.remove_priority_class(name):
+            self._priority_class_changed(name)
+
+    def _priority_class_changed(self, name: str) -> None:
+        for key in self._queues.with_priority_class(name):
+            self._sync_workload(key)
+
+    # --- AdmissionCheck -------------------------------------------------------------------------
+
+    def upsert_admission_check(self, check: AdmissionCheck) -> None:
+        """Add or replace an AdmissionCheck; it is active when its ``Active`` condition is True."""
+        self._mark_trees(self._store.put_admission_check(check))
+
+    def delete_admission_check(self, name: str) -> None:
+        """Forget an AdmissionCheck; the queues using it become inactive."""
+        self._mark_trees(self._store.remove_admission_check(name))
+
+    # --- Namespace -------------------------------------------------------------------------------
+
+    def upsert_namespace(self, name: str, labels: Mapping[str, str] | None) -> None:
+        """Add or replace a namespace's labels (what ClusterQueue ``namespaceSelector`` matches)."""
+        if self._store.put_namespace(name, labels):
+            self._queues.mark_namespace(name)
+
+    def delete_namespace(self, name: str) -> None:
+        """Forget a namespace's labels."""
+        if self._store.remove_namespace(name):
+            self._queues.mark_namespace(name)
+
+    # --- Workload -----------------------------------------------------------------------------------
+
+    def upsert_workload(self, workload: Workload) -> None:
+        """Add or replace a Workload as the watch reports it.
+
+        The controller also stores what its own writes return, so a watch event
+        can arrive after a newer copy is already here: an older resourceVersion
+        never replaces a newer one (they are etcd revisions in practice).
+        """
+        key = self._store.put_workload(workload)
+        if key is not None:
+            self._sync_workload(key)
+
+    def delete_workload(self, key: WorkloadKey) -> None:
+        """Forget a Workload; the quota it held (or was assumed to hold) is released."""
+        removed = self._store.remove_workload(key)
+        if self._queues.drop_assumption(key) or removed:
+            self._sync_workload(key)
+
+    def assume(self, key: WorkloadKey, admission: Admission) -> None:
+        """Count ``admission`` as the Workload's usage until the watch confirms it (or :meth:`forget`).
+
+        Called by the scheduler for each admission it decides, so later
+        decisions in the same cycle see the quota taken. It does not mark
+        anything dirty: the cycle that assumes has already accounted for it.
+        """
+        workload = self._store.workload(key)
+        if workload is None:
+            raise KeyError(f"workload {key[0]}/{key[1]} is not in the cache")
+        if _holds_quota(workload):
+            raise ValueError(f"workload {key[0]}/{key[1]} already holds quota")
+        if not admission.cluster_queue:
+            raise ValueError("admission.clusterQueue must be set")
+        self._queues.assume(key, admission)
+        self._sync_workload(key, quiet=True)
+
+    def forget(self, key: WorkloadKey) -> None:
+        """Drop an assumption whose write failed; the Workload is pending again and its quota freed."""
+        if self._queues.drop_assumption(key):
+            self._sync_workload(key)
+
+    def is_assumed(self, key: WorkloadKey) -> bool:
+        """Whether the Workload's admission is assumed and not yet confirmed by the watch."""
+        return self._queues.assumption(key) is not None
+
+    def _sync_workload(self, key: WorkloadKey, *, quiet: bool = False) -> None:
+        """Derive the Workload's contribution and pending entry from its object and assumption, apply the change."""
+        workload = self._store.workload(key)
+        contribution = self._contribution_of(key, workload) if workload is not None else None
+        if contribution is None or (workload is not None and _holds_quota(workload)):
+            self._queues.drop_assumption(key)  # nothing to assume, or the real admission replaces the assumption
+        changed = self._tree.set_contribution(key, contribution)
+        if not quiet:
+            self._mark_trees(changed)
+        pending: PendingWorkload | None = None
+        if workload is not None and contribution is None and _wants_quota(workload):
+            pending = self._queues.entry_for(key, workload)
+        self._queues.set_pending(key, pending, quiet=quiet)
+
+    def _contribution_of(self, key: WorkloadKey, workload: Workload) -> Contribution | None:
+        """The quota the Workload holds (its real admission first, else its assumed one), or None."""
+        local_queue = local_queue_of(workload)
+        reserved = workload.status.admission if _holds_quota(workload) else None
+        if reserved is not None:
+            return Contribution(reserved.cluster_queue or "", local_queue, admission_usage(reserved), workload.is_admitted)
+        assumed = self._queues.assumption(key)
+        if assumed is None or not _wants_quota(workload):
+            return None
+        cq_name = assumed.cluster_queue or ""
+        state = self._store.cluster_queue_state(cq_name)
+        flavors = {f for a in assumed.pod_set_assignments or () for f in (a.flavors or {}).values()}
+        checks = state.admission_checks_for(flavors) if state is not None else []
+        return Contribution(cq_name, local_queue, admission_usage(assumed), not checks)
+
+    # --- queries for the I/O layer ---------------------------------------------------------------
+
+    def workload(self, key: WorkloadKey) -> Workload | None:
+        """The Workload as last upserted, or ``None``."""
+        return self._store.workload(key)
+
+    def cluster_queue(self, name: str) -> ClusterQueue | None:
+        """The ClusterQueue as last upserted, or ``None``."""
+        state = self._store.cluster_queue_state(name)
+        return state.obj if state is not None else None
+
+    def cluster_queue_names(self) -> list[str]:
+        """Names of every ClusterQueue in the cache, sorted."""
+        return self._store.cluster_queue_names()
+
+    def local_queue(self, namespace: str, name: str) -> LocalQueue | None:
+        """The LocalQueue as last upserted, or ``None``."""
+        return self._store.local_queue((namespace, name))
+
+    def local_queue_keys(self) -> list[LocalQueueKey]:
+        """(namespace, name) of every LocalQueue in the cache, sorted."""
+        return self._store.local_queue_keys()
+
+    def usage(self, cq_name: str) -> dict[FlavorResource, Decimal]:
+        """Quota held in the ClusterQueue (admitted, reserving and assumed Workloads), non-zero entries only."""
+        return self._tree.usage(cq_name)
+
+    def cluster_queue_status(self, name: str) -> ClusterQueueStatusView | None:
+        """The status to write for a ClusterQueue, or ``None`` if it is not in the cache."""
+        state = self._store.cluster_queue_state(name)
+        if state is None:
+            return None
+        pending = sum(self._queues.pending_count(lq) for lq in self._store.local_queues_in(name))
+        return cluster_queue_view(state, self._tree.cluster_queue_stats(name), pending)
+
+    def local_queue_status(self, namespace: str, name: str) -> LocalQueueStatusView | None:
+        """The status to write for a LocalQueue, or ``None`` if it is not in the cache."""
+        key = (namespace, name)
+        local_queue = self._store.local_queue(key)
+        if local_queue is None:
+            return None
+        state = self._store.cluster_queue_state(local_queue.spec.cluster_queue or "")
+        return local_queue_view(local_queue, state, self._tree.local_queue_stats(key), self._queues.pending_count(key))
+
+    # --- the scheduler's view ---------------------------------------------------------------------
+
+    def take_dirty(self, now: datetime) -> DirtyQueues:
+        """What changed since the last call (backoffs that ended by ``now`` included); resets the record."""
+        return self._queues.take_dirty(now)
+
+    def next_requeue_at(self) -> datetime | None:
+        """When the earliest requeue backoff of a pending Workload ends (not yet handled by :meth:`take_dirty`)."""
+        return self._queues.next_requeue_at()
+
+    def cluster_queue_state(self, name: str) -> ClusterQueueState | None:
+        """The ClusterQueue's spec, quota node and Active state, or ``None``."""
+        return self._store.cluster_queue_state(name)
+
+    def local_queues_of(self, cq_name: str) -> list[LocalQueueKey]:
+        """Existing LocalQueues pointing at the ClusterQueue, sorted."""
+        return sorted(self._store.local_queues_in(cq_name))
+
+    def pending_in_local_queue(self, key: LocalQueueKey) -> list[PendingWorkload]:
+        """Pending Workloads naming this LocalQueue (which may not exist), in queue order."""
+        return self._queues.pending_in_local_queue(key)
+
+    def workloads_items(self) -> list[tuple[WorkloadKey, Workload]]:
+        """Every Workload in the cache (a snapshot list, safe to iterate while the cache changes)."""
+        return self._store.workloads_items()
+
+    def priority_class_value(self, name: str) -> int | None:
+        """The value of a WorkloadPriorityClass, or None when it is unknown."""
+        return self._store.priority_classes.get(name)
+
+    def admission_check_controller(self, name: str) -> str | None:
+        """``spec.controllerName`` of an AdmissionCheck, or None when it is unknown."""
+        return self._store.admission_check_controller(name)
+
+    @property
+    def flavors(self) -> Mapping[str, ResourceFlavor]:
+        """ResourceFlavors by name (read-only view)."""
+        return self._store.flavors
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """A namespace's labels ({} when unknown)."""
+        return self._store.namespace_labels(namespace)
+
+    def cohort_root(self, cq_name: str) -> str:
+        """A name identifying the ClusterQueue's quota tree (the queue itself without a cohort)."""
+        return self._tree.cohort_root(cq_name)

@@ -1,0 +1,260 @@
+"""The pending queues: which Workloads wait for quota, in what order, and what changed since the last cycle.
+
+It holds one :class:`PendingWorkload` per Workload waiting for quota, indexed
+by LocalQueue (what a cycle reads), by namespace (a namespace's labels
+decide selector matches) and by priority class (a class's value decides
+order); a heap of requeue times, so a backoff that ends wakes its queue
+without a scan; the admissions the scheduler *assumed* and the watch has
+not confirmed yet; and the record of dirty queues a cycle starts from.
+
+It is separate from the quota tree because pending Workloads hold no quota
+(a Workload is in exactly one of the two), and from the object store
+because every entry is derived: it is rebuilt from the Workload object, the
+priority classes and the assumption whenever one of them changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from multikueue.api.constants import ConditionStatus, Labels, WorkloadConditionType
+from multikueue.api.workload import Admission, PriorityClassKind, Workload
+from multikueue.core import messages
+from multikueue.core.cache.store import LocalQueueKey, WorkloadKey, local_queue_of
+from multikueue.core.flavors import PodSetRequest, pod_spec_of
+from multikueue.core.resources import pod_spec_errors
+
+__all__ = ["DirtyQueues", "PendingQueues", "PendingWorkload"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class PendingWorkload:
+    """A Workload waiting for quota, with what the scheduler needs precomputed."""
+
+    key: WorkloadKey
+    workload: Workload
+    local_queue: LocalQueueKey
+    priority: int
+    created: datetime
+    pod_sets: tuple[PodSetRequest, ...]
+    #: ``status.requeueState.requeueAt``: not to be admitted before then (backoff after eviction).
+    requeue_at: datetime | None
+    #: (reason, message) of its ``QuotaReserved=False`` condition, if it has one.
+    condition: tuple[str, str] | None
+    #: The WorkloadPriorityClass its priority came from when ``spec.priority`` is unset.
+    priority_class: str | None = None
+    #: Why its pod templates cannot be counted (bad quantities, requests above limits), if so.
+    invalid: str | None = None
+
+    @property
+    def order(self) -> tuple[int, datetime, str, str]:
+        """Queue order: higher priority first, then older first, then by namespace/name."""
+        return (-self.priority, self.created, self.key[0], self.key[1])
+
+    def same_for_scheduling(self, other: PendingWorkload) -> bool:
+        """Whether the scheduler would decide the same for both (only the condition differs)."""
+        return (
+            self.local_queue == other.local_queue
+            and self.priority == other.priority
+            and self.created == other.created
+            and self.requeue_at == other.requeue_at
+            and self.pod_sets == other.pod_sets
+            and self.invalid == other.invalid
+        )
+
+
+@dataclass
+class DirtyQueues:
+    """What changed since the last cycle: ClusterQueues to re-evaluate, and LocalQueues whose Workloads to re-check."""
+
+    cluster_queues: set[str] = field(default_factory=set)
+    local_queues: set[LocalQueueKey] = field(default_factory=set)
+
+
+def _quota_reserved_condition(workload: Workload) -> tuple[str, str] | None:
+    condition = workload.condition(WorkloadConditionType.QUOTA_RESERVED)
+    if condition is None or condition.status != ConditionStatus.FALSE:
+        return None
+    return (condition.reason, condition.message)
+
+
+def _read_pod_sets(workload: Workload) -> tuple[tuple[PodSetRequest, ...], str | None]:
+    """The pod sets' requests, or why they cannot be read (upstream's resource validation message)."""
+    errors: list[str] = []
+    for index, pod_set in enumerate(workload.spec.pod_sets):
+        errors.extend(pod_spec_errors(pod_spec_of(pod_set), f"spec.podSets[{index}].template.spec"))
+    if errors:
+        return (), messages.INVALID_RESOURCES.format(errors=messages.aggregate(errors))
+    return tuple(PodSetRequest.from_pod_set(p) for p in workload.spec.pod_sets), None
+
+
+class PendingQueues:
+    """Pending Workloads by queue, requeue backoffs, assumed admissions and the dirty record.
+
+    ``priority_classes`` is the store's read-only map of WorkloadPriorityClass
+    values, read when an entry is built.
+    """
+
+    def __init__(self, priority_classes: Mapping[str, int]) -> None:
+        self._priority_classes = priority_classes
+        self._pending: dict[WorkloadKey, PendingWorkload] = {}
+        self._by_lq: dict[LocalQueueKey, set[WorkloadKey]] = {}
+        self._lqs_by_namespace: dict[str, set[LocalQueueKey]] = {}
+        self._by_priority_class: dict[str, set[WorkloadKey]] = {}
+        self._backoff: list[tuple[datetime, WorkloadKey]] = []
+        self._assumed: dict[WorkloadKey, Admission] = {}
+        self._dirty = DirtyQueues()
+
+    # --- entries ------------------------------------------------------------------------------
+
+    def entry_for(self, key: WorkloadKey, workload: Workload) -> PendingWorkload:
+        """The pending entry a Workload would have now (pod sets are re-read only when they changed)."""
+        previous = self._pending.get(key)
+        if previous is not None and previous.workload.spec.pod_sets == workload.spec.pod_sets:
+            pod_sets, invalid = previous.pod_sets, previous.invalid
+        else:
+            pod_sets, invalid = _read_pod_sets(workload)
+        priority, priority_class = self._priority_of(workload)
+        requeue_state = workload.status.requeue_state
+        return PendingWorkload(
+            key=key,
+            workload=workload,
+            local_queue=local_queue_of(workload),
+            priority=priority,
+            created=workload.metadata.creation_timestamp or _EPOCH,
+            pod_sets=pod_sets,
+            requeue_at=requeue_state.requeue_at if requeue_state is not None else None,
+            condition=_quota_reserved_condition(workload),
+            priority_class=priority_class,
+            invalid=invalid,
+        )
+
+    def _priority_of(self, workload: Workload) -> tuple[int, str | None]:
+        """``spec.priority``; else the value of its WorkloadPriorityClass (reference or label); else 0."""
+        if workload.spec.priority is not None:
+            return workload.spec.priority, None
+        ref = workload.spec.priority_class_ref
+        name: str | None = None
+        if ref is not None and ref.kind == PriorityClassKind.WORKLOAD_PRIORITY_CLASS:
+            name = ref.name
+        elif workload.metadata.labels and Labels.PRIORITY_CLASS in workload.metadata.labels:
+            name = workload.metadata.labels[Labels.PRIORITY_CLASS]
+        if name is None:
+            return 0, None
+        return self._priority_classes.get(name, 0), name
+
+    def set_pending(self, key: WorkloadKey, new: PendingWorkload | None, *, quiet: bool) -> None:
+        """Make ``new`` the Workload's entry (None: not pending); marks its queues unless ``quiet``.
+
+        Queues are marked only when something the scheduler reads changed,
+        so writing a Workload's own ``QuotaReserved=False`` back is free.
+        """
+        old = self._pending.get(key)
+        if old is None and new is None:
+            return
+        if old is not None:
+            self._unindex(old)
+        if new is not None:
+            self._index(new)
+            if new.requeue_at is not None and (old is None or old.requeue_at != new.requeue_at):
+                heapq.heappush(self._backoff, (new.requeue_at, new.key))
+        changed = old is None or new is None or not old.same_for_scheduling(new)
+        if changed and not quiet:
+            for entry in (old, new):
+                if entry is not None:
+                    self._dirty.local_queues.add(entry.local_queue)
+
+    def _index(self, entry: PendingWorkload) -> None:
+        self._pending[entry.key] = entry
+        self._by_lq.setdefault(entry.local_queue, set()).add(entry.key)
+        self._lqs_by_namespace.setdefault(entry.local_queue[0], set()).add(entry.local_queue)
+        if entry.priority_class is not None:
+            self._by_priority_class.setdefault(entry.priority_class, set()).add(entry.key)
+
+    def _unindex(self, entry: PendingWorkload) -> None:
+        del self._pending[entry.key]
+        in_queue = self._by_lq.get(entry.local_queue)
+        if in_queue is not None:
+            in_queue.discard(entry.key)
+            if not in_queue:
+                del self._by_lq[entry.local_queue]
+                lqs = self._lqs_by_namespace.get(entry.local_queue[0])
+                if lqs is not None:
+                    lqs.discard(entry.local_queue)
+                    if not lqs:
+                        del self._lqs_by_namespace[entry.local_queue[0]]
+        if entry.priority_class is not None:
+            keys = self._by_priority_class.get(entry.priority_class)
+            if keys is not None:
+                keys.discard(entry.key)
+                if not keys:
+                    del self._by_priority_class[entry.priority_class]
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def pending_in_local_queue(self, key: LocalQueueKey) -> list[PendingWorkload]:
+        """Pending Workloads naming this LocalQueue (which may not exist), in queue order."""
+        entries = [self._pending[k] for k in self._by_lq.get(key, ())]
+        entries.sort(key=lambda e: e.order)
+        return entries
+
+    def pending_count(self, key: LocalQueueKey) -> int:
+        """How many Workloads wait in this LocalQueue."""
+        return len(self._by_lq.get(key, ()))
+
+    def with_priority_class(self, name: str) -> list[WorkloadKey]:
+        """Pending Workloads whose priority comes from this WorkloadPriorityClass (a snapshot list)."""
+        return list(self._by_priority_class.get(name, ()))
+
+    # --- assumed admissions ------------------------------------------------------------------------
+
+    def assume(self, key: WorkloadKey, admission: Admission) -> None:
+        """Record an admission the scheduler decided and the watch has not confirmed yet."""
+        self._assumed[key] = admission
+
+    def assumption(self, key: WorkloadKey) -> Admission | None:
+        """The assumed admission of the Workload, or None."""
+        return self._assumed.get(key)
+
+    def drop_assumption(self, key: WorkloadKey) -> bool:
+        """Forget the Workload's assumed admission; whether there was one."""
+        return self._assumed.pop(key, None) is not None
+
+    # --- dirty tracking -----------------------------------------------------------------------------
+
+    def mark_cluster_queues(self, names: Iterable[str]) -> None:
+        """Have the next cycle re-evaluate these ClusterQueues."""
+        self._dirty.cluster_queues.update(names)
+
+    def mark_local_queue(self, key: LocalQueueKey) -> None:
+        """Have the next cycle re-check this LocalQueue's Workloads."""
+        self._dirty.local_queues.add(key)
+
+    def mark_namespace(self, namespace: str) -> None:
+        """Have the next cycle re-check the LocalQueues of the namespace that have pending Workloads."""
+        self._dirty.local_queues.update(self._lqs_by_namespace.get(namespace, ()))
+
+    def take_dirty(self, now: datetime) -> DirtyQueues:
+        """What changed since the last call (backoffs that ended by ``now`` included); resets the record."""
+        while self._backoff and self._backoff[0][0] <= now:
+            requeue_at, key = heapq.heappop(self._backoff)
+            entry = self._pending.get(key)
+            if entry is not None and entry.requeue_at == requeue_at:
+                self._dirty.local_queues.add(entry.local_queue)
+        dirty, self._dirty = self._dirty, DirtyQueues()
+        return dirty
+
+    def next_requeue_at(self) -> datetime | None:
+        """When the earliest requeue backoff of a pending Workload ends (not yet handled by :meth:`take_dirty`)."""
+        while self._backoff:
+            requeue_at, key = self._backoff[0]
+            entry = self._pending.get(key)
+            if entry is not None and entry.requeue_at == requeue_at:
+                return requeue_at
+            heapq.heappop(self._backoff)  # stale: the Workload changed or left the queue
+        return None

@@ -1,0 +1,95 @@
+"""The Cache facade: its public surface, and how it turns the parts' reports into dirty marks."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+import multikueue.core.cache as cache_module
+from multikueue.core.cache import Cache, DirtyQueues
+
+pytestmark = pytest.mark.unit
+
+#: The ``build`` fixture (``Builders`` in this folder's conftest).
+Build = Any
+CPU = ("default-flavor", "cpu")
+
+PUBLIC_METHODS = {
+    "admission_check_controller", "assume", "cluster_queue", "cluster_queue_names", "cluster_queue_state",
+    "cluster_queue_status", "cohort_root", "delete_admission_check", "delete_cluster_queue", "delete_cohort",
+    "delete_flavor", "delete_local_queue", "delete_namespace", "delete_priority_class", "delete_workload",
+    "flavors", "forget", "is_assumed", "local_queue", "local_queue_keys", "local_queue_status", "local_queues_of",
+    "namespace_labels", "next_requeue_at", "pending_in_local_queue", "priority_class_value", "take_dirty",
+    "upsert_admission_check", "upsert_cluster_queue", "upsert_cohort", "upsert_flavor", "upsert_local_queue",
+    "upsert_namespace", "upsert_priority_class", "upsert_workload", "usage", "workload", "workloads_items",
+}  # fmt: skip
+
+
+def test_public_surface_is_unchanged_by_the_split() -> None:
+    assert {name for name in dir(Cache) if not name.startswith("_")} == PUBLIC_METHODS
+    for name in (
+        "Cache", "ClusterQueueState", "ClusterQueueStatusView", "DirtyQueues", "LocalQueueKey",
+        "LocalQueueStatusView", "PendingWorkload", "QueueStatusView", "WorkloadKey", "admission_usage",
+    ):  # fmt: skip
+        assert hasattr(cache_module, name), name
+
+
+def seeded(build: Build) -> Cache:
+    cache = Cache()
+    cache.upsert_flavor(build.flavor())
+    cache.upsert_cluster_queue(build.cluster_queue("a", cohortName="team"))
+    cache.upsert_cluster_queue(build.cluster_queue("b", cohortName="team"))
+    cache.upsert_cluster_queue(build.cluster_queue("alone"))
+    cache.upsert_local_queue(build.local_queue(cq="a"))
+    cache.take_dirty(build.now)
+    return cache
+
+
+def test_events_mark_the_whole_cohort_tree(build: Build) -> None:
+    cache = seeded(build)
+    cache.upsert_flavor(build.flavor(nodeLabels={"zone": "a"}))
+    assert cache.take_dirty(build.now).cluster_queues == {"a", "b", "alone"}
+    cache.delete_cluster_queue("b")
+    assert cache.take_dirty(build.now) == DirtyQueues({"a", "b"}, set())
+    cache.upsert_cohort(build.cohort("team", {"default-flavor": {"cpu": 1}}))
+    assert cache.take_dirty(build.now).cluster_queues == {"a"}
+    cache.upsert_local_queue(build.local_queue(cq="alone"))
+    assert cache.take_dirty(build.now) == DirtyQueues({"a", "alone"}, {("default", "user-queue")})
+
+
+def test_a_workload_moves_between_the_pending_queue_and_the_quota_tree(build: Build) -> None:
+    cache = seeded(build)
+    key = ("default", "w")
+    cache.upsert_workload(build.workload("w"))
+    assert [e.key for e in cache.pending_in_local_queue(("default", "user-queue"))] == [key]
+    assert cache.take_dirty(build.now) == DirtyQueues(set(), {("default", "user-queue")})
+
+    cache.assume(key, build.admission("a"))
+    assert cache.is_assumed(key) and cache.usage("a") == {CPU: Decimal(4)}
+    assert cache.pending_in_local_queue(("default", "user-queue")) == []
+    assert cache.take_dirty(build.now) == DirtyQueues()  # the cycle that assumed already knows
+
+    cache.forget(key)
+    assert not cache.is_assumed(key) and cache.usage("a") == {}
+    assert cache.take_dirty(build.now) == DirtyQueues({"a", "b"}, {("default", "user-queue")})
+
+    conditions = [build.condition("QuotaReserved", "True", "QuotaReserved")]
+    cache.upsert_workload(build.workload("w", admission=build.admission("a").to_dict(), conditions=conditions))
+    status = cache.cluster_queue_status("a")
+    assert status is not None and (status.pending_workloads, status.reserving_workloads) == (0, 1)
+    cache.delete_workload(key)
+    assert cache.usage("a") == {} and cache.workload(key) is None
+
+
+def test_a_priority_class_change_reorders_its_workloads(build: Build) -> None:
+    cache = seeded(build)
+    cache.upsert_workload(build.workload("w", labels={"kueue.x-k8s.io/priority-class": "high"}))
+    cache.take_dirty(build.now)
+    cache.upsert_priority_class(build.priority_class("high", 7))
+    assert cache.priority_class_value("high") == 7
+    assert cache.pending_in_local_queue(("default", "user-queue"))[0].priority == 7
+    assert cache.take_dirty(build.now).local_queues == {("default", "user-queue")}
+    cache.upsert_namespace("default", {"team": "a"})
+    assert cache.take_dirty(build.now).local_queues == {("default", "user-queue")}

@@ -19,20 +19,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from multikueue.api import (
-    KINDS,
-    AdmissionCheck,
-    ClusterQueue,
-    Cohort,
-    KueueObject,
-    LocalQueue,
-    MultiKueueCluster,
-    MultiKueueConfig,
-    ResourceFlavor,
-    Workload,
-    WorkloadPriorityClass,
-    kind_for,
-)
+from multikueue import api as v1beta2
 from multikueue.api.constants import GROUP, VERSION
 from multikueue.dev.pytest_plugin import Clusters, reference_dir
 
@@ -58,7 +45,7 @@ def missing_from(sent: Any, stored: Any, path: str = "") -> list[str]:
     return [] if sent == stored else [f"{path}: sent {sent!r}, stored {stored!r}"]
 
 
-def create_strict(api: client.ApiClient, model: type[KueueObject], body: dict[str, Any]) -> dict[str, Any]:
+def create_strict(api: client.ApiClient, model: type[v1beta2.KueueObject], body: dict[str, Any]) -> dict[str, Any]:
     objects = client.CustomObjectsApi(api)
     namespace = body["metadata"].get("namespace")
     if model.namespaced:
@@ -68,7 +55,7 @@ def create_strict(api: client.ApiClient, model: type[KueueObject], body: dict[st
     return objects.create_cluster_custom_object(GROUP, VERSION, model.plural, body, field_validation="Strict")
 
 
-def write_status_strict(api: client.ApiClient, model: type[KueueObject], body: dict[str, Any]) -> dict[str, Any]:
+def write_status_strict(api: client.ApiClient, model: type[v1beta2.KueueObject], body: dict[str, Any]) -> dict[str, Any]:
     objects = client.CustomObjectsApi(api)
     name = body["metadata"]["name"]
     if model.namespaced:
@@ -80,7 +67,7 @@ def write_status_strict(api: client.ApiClient, model: type[KueueObject], body: d
     )
 
 
-def delete(api: client.ApiClient, model: type[KueueObject], body: dict[str, Any]) -> None:
+def delete(api: client.ApiClient, model: type[v1beta2.KueueObject], body: dict[str, Any]) -> None:
     objects = client.CustomObjectsApi(api)
     name = body["metadata"]["name"]
     try:
@@ -100,10 +87,10 @@ def test_upstream_multikueue_example_applies_to_our_crds(integration_clusters: C
     api = integration_clusters.manager
     docs = [d for d in yaml.safe_load_all((reference_dir() / "kueue-examples" / "multikueue-setup.yaml").read_text()) if d]
     assert {d["kind"] for d in docs} >= {"ResourceFlavor", "ClusterQueue", "LocalQueue", "AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster"}
-    created: list[tuple[type[KueueObject], dict[str, Any]]] = []
+    created: list[tuple[type[v1beta2.KueueObject], dict[str, Any]]] = []
     try:
         for doc in docs:
-            model = kind_for(doc["kind"])
+            model = v1beta2.kind_for(doc["kind"])
             stored = create_strict(api, model, doc)
             created.append((model, doc))
             assert missing_from(doc.get("spec", {}), stored.get("spec", {})) == [], doc["kind"]
@@ -116,9 +103,9 @@ def test_upstream_multikueue_example_applies_to_our_crds(integration_clusters: C
 # -- 2. our models against upstream's CRDs -----------------------------------
 
 
-def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str, Any] | None]]:
+def our_objects(suffix: str, namespace: str) -> list[tuple[v1beta2.KueueObject, dict[str, Any] | None]]:
     """Objects built from our models: (object, status to write or None)."""
-    flavor = ResourceFlavor.from_k8s(
+    flavor = v1beta2.ResourceFlavor.from_k8s(
         {
             "metadata": {"name": f"flavor-{suffix}"},
             "spec": {
@@ -128,8 +115,8 @@ def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str
             },
         }
     )
-    cohort = Cohort.from_k8s({"metadata": {"name": f"cohort-{suffix}"}, "spec": {}})
-    queue = ClusterQueue.from_k8s(
+    cohort = v1beta2.Cohort.from_k8s({"metadata": {"name": f"cohort-{suffix}"}, "spec": {}})
+    queue = v1beta2.ClusterQueue.from_k8s(
         {
             "metadata": {"name": f"cq-{suffix}"},
             "spec": {
@@ -173,10 +160,10 @@ def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str
         "flavorsReservation": [{"name": f"flavor-{suffix}", "resources": [{"name": "cpu", "total": "8", "borrowed": "0"}]}],
         "flavorsUsage": [{"name": f"flavor-{suffix}", "resources": [{"name": "cpu", "total": "8", "borrowed": "0"}]}],
     }
-    local = LocalQueue.from_k8s(
+    local = v1beta2.LocalQueue.from_k8s(
         {"metadata": {"name": "user-queue", "namespace": namespace}, "spec": {"clusterQueue": f"cq-{suffix}"}}
     )
-    check = AdmissionCheck.from_k8s(
+    check = v1beta2.AdmissionCheck.from_k8s(
         {
             "metadata": {"name": f"mk-{suffix}"},
             "spec": {
@@ -190,8 +177,8 @@ def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str
             {"type": "Active", "status": "True", "reason": "Active", "message": "The admission check is active", "lastTransitionTime": "2026-01-01T00:00:00Z"}
         ]
     }
-    config = MultiKueueConfig.from_k8s({"metadata": {"name": f"mkc-{suffix}"}, "spec": {"clusters": [f"w1-{suffix}", f"w2-{suffix}"]}})
-    cluster = MultiKueueCluster.from_k8s(
+    config = v1beta2.MultiKueueConfig.from_k8s({"metadata": {"name": f"mkc-{suffix}"}, "spec": {"clusters": [f"w1-{suffix}", f"w2-{suffix}"]}})
+    cluster = v1beta2.MultiKueueCluster.from_k8s(
         {
             "metadata": {"name": f"w1-{suffix}"},
             "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": "worker1-secret"}}},
@@ -208,7 +195,7 @@ def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str
             }
         ]
     }
-    priority = WorkloadPriorityClass.from_k8s(
+    priority = v1beta2.WorkloadPriorityClass.from_k8s(
         {"metadata": {"name": f"high-{suffix}"}, "value": 1000, "description": "important work"}
     )
     template = {
@@ -222,7 +209,7 @@ def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str
             ],
         },
     }
-    workload = Workload.from_k8s(
+    workload = v1beta2.Workload.from_k8s(
         {
             "metadata": {
                 "name": f"job-demo-{suffix}",
@@ -254,7 +241,7 @@ def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str
         ],
         "clusterName": f"w1-{suffix}",
     }
-    nominated = Workload.from_k8s(
+    nominated = v1beta2.Workload.from_k8s(
         {
             "metadata": {"name": f"nominated-{suffix}", "namespace": namespace},
             "spec": {"queueName": "user-queue", "podSets": [{"name": "main", "count": 1, "template": template}]},
@@ -288,8 +275,8 @@ def our_objects(suffix: str, namespace: str) -> list[tuple[KueueObject, dict[str
 def roundtrip_into(api: client.ApiClient, namespace: str) -> None:
     suffix = uuid.uuid4().hex[:6]
     objects = our_objects(suffix, namespace)
-    assert {type(o) for o, _ in objects} == set(KINDS), "every kind is exercised"
-    created: list[tuple[type[KueueObject], dict[str, Any]]] = []
+    assert {type(o) for o, _ in objects} == set(v1beta2.KINDS), "every kind is exercised"
+    created: list[tuple[type[v1beta2.KueueObject], dict[str, Any]]] = []
     try:
         for obj, status in objects:
             model = type(obj)
@@ -328,6 +315,6 @@ def test_upstream_crds_reject_what_they_do_not_know(upstream_crd_cluster: client
         "spec": {"noSuchField": True},
     }
     with pytest.raises(ApiException) as err:
-        create_strict(upstream_crd_cluster, ResourceFlavor, body)
+        create_strict(upstream_crd_cluster, v1beta2.ResourceFlavor, body)
     assert err.value.status in (400, 422)
     assert "noSuchField" in err.value.body

@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.integrations.patch import merge_patch
+from multikueue.integrations.patch import apply_merge_patch, merge_patch
 
 pytestmark = pytest.mark.unit
-
-
-def apply(doc: dict, patch: dict) -> dict:
-    out = dict(doc)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = apply(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 @pytest.mark.parametrize(
@@ -34,7 +22,7 @@ def apply(doc: dict, patch: dict) -> dict:
     ],
 )
 def test_patch_turns_current_into_wanted(current: dict, wanted: dict) -> None:
-    assert apply(current, merge_patch(current, wanted)) == wanted
+    assert apply_merge_patch(current, merge_patch(current, wanted)) == wanted
 
 
 def test_equal_documents_give_an_empty_patch() -> None:

@@ -20,12 +20,6 @@ from multikueue.dev.pytest_plugin import Clusters
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def kueue(integration_clusters: Clusters, integration_controller: ControllerProcess) -> o.Kueue:
-    assert integration_controller.alive
-    return o.Kueue(integration_clusters.manager)
-
-
 def reserved(k: o.Kueue, ns: str, name: str) -> bool:
     return o.is_true(k.get_or_none("Workload", name, ns), "QuotaReserved")
 

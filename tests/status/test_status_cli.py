@@ -67,23 +67,6 @@ def put_workload(k: o.Kueue, namespace: str, name: str, status: dict[str, Any] |
         k.patch("Workload", name, {"status": status}, namespace=namespace, status=True)
 
 
-def put_secret(api: client.ApiClient, name: str, kubeconfig: dict[str, Any]) -> None:
-    data = base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
-    client.CoreV1Api(api).create_namespaced_secret(
-        NS, client.V1Secret(metadata=client.V1ObjectMeta(name=name, namespace=NS), data={"kubeconfig": data})
-    )
-
-
-def put_cluster(k: o.Kueue, name: str, location: str, location_type: str = "Secret") -> None:
-    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": name},
-              "spec": {"clusterSource": {"kubeConfig": {"locationType": location_type, "location": location}}}})
-
-
-def worker1_kubeconfig(api: client.ApiClient) -> dict[str, Any]:
-    data = client.CoreV1Api(api).read_namespaced_secret("worker1-secret", NS).data["kubeconfig"]
-    return yaml.safe_load(base64.b64decode(data))  # type: ignore[no-any-return]
-
-
 @dataclass
 class Scene:
     """What the tests set up, by name."""
@@ -99,7 +82,7 @@ class Scene:
 
 
 @pytest.fixture
-def scene(integration_clusters: Clusters, namespace: str, tmp_path: Path) -> Iterator[Scene]:
+def scene(integration_clusters: Clusters, multikueue_setup: Any, namespace: str, tmp_path: Path) -> Iterator[Scene]:
     manager = integration_clusters.manager
     k, k1 = o.Kueue(manager), o.Kueue(integration_clusters.worker(1))
     tag = namespace[2:7]  # short names keep the table's columns readable; unique within the session
@@ -114,27 +97,25 @@ def scene(integration_clusters: Clusters, namespace: str, tmp_path: Path) -> Ite
         from_file=f"file-{tag}",
     )
     config_name = f"cfg-{tag}"
-    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": config_name},
-              "spec": {"clusters": ["worker1", "worker2"]}})
-    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": s.check},
-              "spec": {"controllerName": MULTIKUEUE,
-                       "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config_name}}})
+    mk = multikueue_setup
+    mk.put_config(config_name, ["worker1", "worker2"])
+    mk.put_check(s.check, config_name)
     # What the controller writes for a config whose workers are both connected (it may get there first).
     k.patch("AdmissionCheck", s.check, {"status": {"conditions": [cond("Active", reason="Active", message="The admission check is active")]}}, status=True)
     k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": s.probe},
               "spec": {"controllerName": "example.com/status-probe"}})
 
-    good = worker1_kubeconfig(manager)
-    put_cluster(k, s.lost, f"{s.lost}-secret")
+    good = mk.worker_kubeconfig()
+    mk.put_cluster(s.lost, f"{s.lost}-secret")
     closed = yaml.safe_load(yaml.safe_dump(good))
     closed["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
-    put_secret(manager, f"{s.closed}-secret", closed)
-    put_cluster(k, s.closed, f"{s.closed}-secret")
+    mk.put_secret(f"{s.closed}-secret", closed)
+    mk.put_cluster(s.closed, f"{s.closed}-secret")
     insecure = yaml.safe_load(yaml.safe_dump(good))
     insecure["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/false"}}
-    put_secret(manager, f"{s.insecure}-secret", insecure)
-    put_cluster(k, s.insecure, f"{s.insecure}-secret")
-    put_cluster(k, s.from_file, str(write(good, tmp_path / "worker1.kubeconfig")), "Path")
+    mk.put_secret(f"{s.insecure}-secret", insecure)
+    mk.put_cluster(s.insecure, f"{s.insecure}-secret")
+    mk.put_cluster(s.from_file, str(write(good, tmp_path / "worker1.kubeconfig")), "Path")
 
     ns, cq = namespace, f"cq-{tag}"
     ready = [check_state(s.probe, "Ready", 'The workload got reservation on "worker1"')]

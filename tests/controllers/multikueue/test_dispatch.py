@@ -32,7 +32,7 @@ from multikueue.controllers.multikueue.dispatch import (
 from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
 from multikueue.api import Workload
 from multikueue.api.constants import CheckState, ConditionStatus, Dispatcher, Labels
-from multikueue.api.meta import Condition, set_condition
+from multikueue.api.meta import Condition, format_time, set_condition
 from multikueue.api.workload import AdmissionCheckState
 from multikueue.core.lifecycle import next_update
 
@@ -45,12 +45,8 @@ CHECK = "mk"
 ORIGIN = "manager"
 
 
-def _time(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def cond(kind: str, status: str = "True", *, at: datetime = RESERVED_AT, reason: str = "R", message: str = "") -> dict[str, Any]:
-    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": _time(at)}
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": format_time(at)}
 
 
 def local_wl(
@@ -70,8 +66,8 @@ def local_wl(
     conditions = [cond("QuotaReserved", at=reserved_at, reason="QuotaReserved")] if reserved else []
     if finished:
         conditions.append(cond("Finished", reason="Succeeded", message="done"))
-    checks = [{"name": CHECK, "state": state, "message": message, "lastTransitionTime": _time(check_at)}]
-    checks += [{"name": n, "state": s, "message": "", "lastTransitionTime": _time(t)} for n, s, t in other_checks]
+    checks = [{"name": CHECK, "state": state, "message": message, "lastTransitionTime": format_time(check_at)}]
+    checks += [{"name": n, "state": s, "message": "", "lastTransitionTime": format_time(t)} for n, s, t in other_checks]
     status: dict[str, Any] = {"conditions": conditions, "admissionChecks": checks}
     if reserved:
         status["admission"] = {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"}, "count": 1}]}
@@ -86,7 +82,7 @@ def local_wl(
         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "pi", "uid": "uid-1", "controller": True}],
     }
     if deleting:
-        metadata["deletionTimestamp"] = _time(NOW)
+        metadata["deletionTimestamp"] = format_time(NOW)
     return Workload.from_k8s(
         {"metadata": metadata, "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {}}]}, "status": status}
     )
@@ -475,7 +471,7 @@ def test_unreachable_winner_is_given_up_once_the_timeout_expired(late: timedelta
     since = NOW - TIMEOUT - late
     plan = decide(running(), context(view("w2", remote("admitted"), active=False, since=since)))
     assert plan.actions == (
-        SetCheckState(CheckState.RETRY, f'Reserving remote lost: worker cluster "w2" unreachable since {_time(since)}'),
+        SetCheckState(CheckState.RETRY, f'Reserving remote lost: worker cluster "w2" unreachable since {format_time(since)}'),
     )
     assert plan.requeue_after is None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import base64
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -17,24 +17,23 @@ pytestmark = pytest.mark.integration
 
 
 def test_workload_copy_lands_unpruned_on_an_upstream_worker(
-    integration_clusters: Clusters, integration_controller: ControllerProcess, upstream_crd_clusters: Clusters, namespace: str
+    integration_clusters: Clusters,
+    integration_controller: ControllerProcess,
+    upstream_crd_clusters: Clusters,
+    multikueue_setup: Any,
+    namespace: str,
 ) -> None:
     ns = namespace
     manager_api = integration_clusters.manager
     upstream_api = upstream_crd_clusters.manager
     client.CoreV1Api(upstream_api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
     text = upstream_crd_clusters.kubeconfigs[0].read_text()  # admin client certificate, embedded
-    client.CoreV1Api(manager_api).create_namespaced_secret(
-        "kueue-system",
-        client.V1Secret(metadata=client.V1ObjectMeta(name=f"upstream-{ns}"), data={"kubeconfig": base64.b64encode(text.encode()).decode()}),
-    )
+    multikueue_setup.put_secret(f"upstream-{ns}", text)
     k = o.Kueue(manager_api)
     cluster, config, check = f"upstream-{ns}", f"cfg-{ns}", f"mk-{ns}"
-    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": cluster},
-              "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"upstream-{ns}"}}}})
-    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": config}, "spec": {"clusters": [cluster]}})
-    k.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
-              "spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}})
+    multikueue_setup.put_cluster(cluster, f"upstream-{ns}")
+    multikueue_setup.put_config(config, [cluster])
+    multikueue_setup.put_check(check, config)
     k.create(o.resource_flavor(f"default-{ns}"))
     k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 10}}, checks=[check]))
     k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))

@@ -10,14 +10,11 @@ import pytest
 from multikueue.controllers.multikueue.remote_workload import RemoteState, remote_state, remote_workload_copy
 from multikueue.api import Workload
 from multikueue.api.constants import API_VERSION, Labels
+from multikueue.api.meta import format_time
 
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _time(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def local_workload() -> Workload:
@@ -53,7 +50,7 @@ def local_workload() -> Workload:
                 ],
             },
             "status": {
-                "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": _time(T0)}],
+                "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": format_time(T0)}],
                 "admission": {"clusterQueue": "cq"},
                 "nominatedClusterNames": ["w1"],
             },
@@ -110,7 +107,7 @@ def test_copy_parses_back_as_a_workload_without_status() -> None:
 
 
 def cond(kind: str, status: str = "True", at: datetime = T0, reason: str = "R") -> dict[str, Any]:
-    return {"type": kind, "status": status, "reason": reason, "message": "", "lastTransitionTime": _time(at)}
+    return {"type": kind, "status": status, "reason": reason, "message": "", "lastTransitionTime": format_time(at)}
 
 
 def copy_with(*conditions: dict[str, Any]) -> Workload:

@@ -15,7 +15,7 @@ from multikueue.api.constants import MultiKueue
 
 pytestmark = pytest.mark.unit
 
-CATALOG = Path(__file__).parents[2] / "adapters"
+CATALOG = Path(__file__).resolve().parents[3] / "adapters"  # tests/integrations/external/ -> the checkout
 GVK = re.compile(r"^(?P<kind>[A-Z][A-Za-z0-9]*)\.(?P<version>v[0-9]+(?:(?:alpha|beta)[0-9]+)?)\.(?P<group>[a-z0-9.-]+\.[a-z]+)$")
 
 

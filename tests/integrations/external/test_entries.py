@@ -45,6 +45,13 @@ def only_problem(entry: Any) -> str:
     return found[0]
 
 
+def assert_only_problem(entry: dict[str, Any], field: str, words: str) -> None:
+    """An entry for ``TEKTON`` with ``entry``'s fields has one problem: at ``field``, saying ``words``."""
+    problem = only_problem({"name": TEKTON, **entry})
+    assert problem.startswith(f"externalFrameworks[{TEKTON}].{field}: "), problem
+    assert words in problem
+
+
 def test_upstream_entry_gets_the_defaults() -> None:
     loaded = load_frameworks([{"name": TEKTON}])
     assert loaded.ok
@@ -134,9 +141,7 @@ def test_duplicate_gvk_second_entry_is_the_problem() -> None:
     ],
 )
 def test_bad_jsonpath(entry: dict[str, Any], field: str, words: str) -> None:
-    problem = only_problem({"name": TEKTON, **entry})
-    assert problem.startswith(f"externalFrameworks[{TEKTON}].{field}: "), problem
-    assert words in problem
+    assert_only_problem(entry, field, words)
 
 
 @pytest.mark.parametrize(
@@ -150,9 +155,7 @@ def test_bad_jsonpath(entry: dict[str, Any], field: str, words: str) -> None:
     ],
 )
 def test_cel_that_does_not_compile(entry: dict[str, Any], field: str, words: str) -> None:
-    problem = only_problem({"name": TEKTON, **entry})
-    assert problem.startswith(f"externalFrameworks[{TEKTON}].{field}: "), problem
-    assert words in problem
+    assert_only_problem(entry, field, words)
 
 
 @pytest.mark.parametrize(
@@ -172,9 +175,7 @@ def test_cel_that_does_not_compile(entry: dict[str, Any], field: str, words: str
     ],
 )
 def test_cel_of_wrong_result_type(entry: dict[str, Any], field: str, words: str) -> None:
-    problem = only_problem({"name": TEKTON, **entry})
-    assert problem.startswith(f"externalFrameworks[{TEKTON}].{field}: "), problem
-    assert words in problem
+    assert_only_problem(entry, field, words)
 
 
 @pytest.mark.parametrize(
@@ -194,9 +195,7 @@ def test_cel_of_wrong_result_type(entry: dict[str, Any], field: str, words: str)
     ],
 )
 def test_unknown_and_mistyped_fields(entry: dict[str, Any], field: str, words: str) -> None:
-    problem = only_problem({"name": TEKTON, **entry})
-    assert problem.startswith(f"externalFrameworks[{TEKTON}].{field}: "), problem
-    assert words in problem
+    assert_only_problem(entry, field, words)
 
 
 def test_entries_without_a_usable_name_are_named_by_position() -> None:

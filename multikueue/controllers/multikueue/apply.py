@@ -199,6 +199,7 @@ class _Runner:
             )
             event = ("Normal", "MultiKueueFinished", f"finished on worker {action.cluster}: {action.reason}: {action.message}")
             self.wl = await self.applier.writer.finish(wl, condition.to_dict(), events=[event])
+            log.info("multikueue", workload=f"{namespace}/{name}", reason=event[1], message=event[2])
 
     async def _sync_job(self, remote: RemoteCluster, *, final: bool = False) -> bool:
         """Copy the worker job's status to the manager's; False when it has to wait."""
@@ -235,7 +236,8 @@ class _Runner:
                 wl, {"admissionChecks": [c.to_dict() for c in updated]}, events=[("Warning", "MultiKueueWorkerError", message)]
             )
         except ApiException:
-            pass  # the error itself propagates; the message is best effort
+            return  # the error itself propagates; the message is best effort
+        log.info("multikueue", workload=f"{wl.namespace}/{wl.name}", reason="MultiKueueWorkerError", message=message)
 
 
 def _set_check(checks: list[Any], name: str, action: dispatch.SetCheckState) -> None:

@@ -97,6 +97,7 @@ class Controller:
     def start(self) -> None:
         """Start the background parts (call on the running loop, from kopf's start-up)."""
         self.events.start()
+        self.external.start()
         if self.multikueue is not None:
             self.multikueue.start()
 

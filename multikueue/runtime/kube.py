@@ -102,6 +102,29 @@ class AsyncKube:
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         return await self.call(self._request, "GET", path)  # type: ignore[no-any-return]
 
+    async def list_all(self, ref: ResourceRef, label_selector: str = "") -> dict[str, Any]:
+        """The list response for ``ref`` across all namespaces, ``metadata.resourceVersion`` included."""
+        query = [("labelSelector", label_selector)] if label_selector else []
+        path = self._path(ResourceRef(ref.group, ref.version, ref.plural, False), None)
+        return await self.call(self._request, "GET", path, None, None, query)  # type: ignore[no-any-return]
+
+    def open_watch(self, ref: ResourceRef, *, resource_version: str, label_selector: str, timeout_seconds: int) -> Any:
+        """Start a watch of ``ref`` across all namespaces; the raw response to read lines from (blocking: call it from a thread)."""
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        path = self._path(ResourceRef(ref.group, ref.version, ref.plural, False), None)
+        _, url, headers, _, _ = self.api.param_serialize(
+            method="GET", resource_path=path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        )
+        response = self.api.call_api("GET", url, header_params=headers, _request_timeout=(5, timeout_seconds + 15))
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException(http_resp=response)
+        return response.response
+
     async def get(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any]:
         return await self.call(self._request, "GET", self._path(ref, namespace, name))
 

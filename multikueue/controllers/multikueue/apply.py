@@ -60,6 +60,21 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class WorkerCallFailed(Exception):
+    """A worker refused or failed one action; the work queue retries with backoff.
+
+    Kept apart from the manager's own 404/409 (a plan made on a stale copy,
+    retried at once): a worker's missing namespace, CRD or permission is not
+    fixed in a fraction of a second.
+    """
+
+    def __init__(self, cluster: str, action: str, cause: BaseException) -> None:
+        detail = api_message(cause) if isinstance(cause, ApiException) else (str(cause).splitlines() or [type(cause).__name__])[0]
+        super().__init__(f"worker {cluster!r}: {action} failed: {detail}")
+        self.cluster = cluster
+        self.cause = cause
+
+
 class _Retry(Exception):
     """Stop this plan here and look again after ``delay`` seconds."""
 
@@ -149,14 +164,18 @@ class _Runner:
         for action in actions:
             remote = self.clusters.get(action.cluster)
             if remote is None or remote.kube is None:
-                return
+                continue  # disconnected since the plan was made: its next plan accounts for it
             try:
                 await self._one(action, remote)
+            except (_Retry, asyncio.CancelledError):
+                raise
             except ApiException as exc:
                 if exc.status in (403, 404, 422):
                     # A missing namespace, CRD or permission on the worker: say so where the user looks.
                     await self._report(f"Worker {remote.name!r}: {type(action).__name__} failed: {api_message(exc)}")
-                raise
+                raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
+            except Exception as exc:  # noqa: BLE001 - network errors come in many types
+                raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
 
     async def _one(self, action: Any, remote: RemoteCluster) -> None:
         kube = remote.kube

@@ -1,11 +1,15 @@
-"""One connection to a worker cluster: client, watches, reconnects.
+"""One connection to a worker cluster: client, informers, reconnects.
 
 A :class:`RemoteCluster` reads its kubeconfig (a Secret in the controller
-namespace or a file), validates it, builds an API client, lists the remote
-Workloads and jobs carrying this manager's origin label, and watches them.
-Watches run in threads (the ``kubernetes`` client is blocking) and hand their
-events to the event loop. Any failure marks the cluster inactive and the
-connection is retried with exponential backoff and jitter (tenacity); a
+namespace or a file), validates it, builds an API client, and runs one
+:class:`~multikueue.runtime.informer.Informer` for the remote Workloads and one
+per job kind, all limited to this manager's origin label. The informers list,
+watch, relist after a break (410 Gone included) and retry with backoff on their
+own; their health decides the cluster's Active state: the Workloads informer
+failing, or any informer losing the network, marks the cluster inactive until
+they list again. A job kind the worker does not serve yet (403/404/429: a CRD
+being set up, missing RBAC) only leaves that kind out of ``watched``. A failed
+first connection is retried with exponential backoff and jitter (tenacity); a
 changed Secret reconnects with the new kubeconfig.
 """
 
@@ -13,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,8 +25,7 @@ from typing import Any
 
 import structlog
 import tenacity
-from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
+from kubernetes import client, config
 from pydantic import ValidationError
 
 from multikueue.runtime.kubeconfig import REASON_BAD_CONFIG, KubeconfigError, validate_kubeconfig
@@ -31,6 +33,7 @@ from multikueue.api import Workload
 from multikueue.api.constants import Labels, MultiKueue, MultiKueueClusterReason
 from multikueue.api.multikueue import LocationType, MultiKueueCluster
 from multikueue.api.resources import ResourceRef
+from multikueue.runtime.informer import DELETED, NOT_USABLE, Informer, InformerState, object_key
 from multikueue.runtime.kube import AsyncKube
 from multikueue.api.resources import SECRETS, WORKLOADS
 
@@ -40,6 +43,8 @@ log = structlog.get_logger(__name__)
 SOURCE_POLL_SECONDS = 5.0
 #: Server-side timeout of one watch request; the watch is then renewed.
 WATCH_SECONDS = 60
+#: Longest pause between two listings of a job kind the worker does not serve yet.
+JOB_KIND_BACKOFF_MAX = 15.0
 ObjectKey = tuple[str, str]
 
 
@@ -65,6 +70,18 @@ class ConnectionState:
 
 
 @dataclass
+class _Session:
+    """One connection's client and informers; events of a session that is not current are ignored."""
+
+    kube: AsyncKube
+    workloads: Informer | None = None
+    jobs: dict[ResourceRef, Informer] = field(default_factory=dict)
+
+    def informers(self) -> list[Informer]:
+        return [i for i in (self.workloads, *self.jobs.values()) if i is not None]
+
+
+@dataclass
 class RemoteCluster:
     """A worker as the manager sees it."""
 
@@ -83,11 +100,10 @@ class RemoteCluster:
     workloads: dict[ObjectKey, Workload] = field(default_factory=dict)
     jobs: dict[tuple[str, ObjectKey], dict[str, Any]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
-    _generation: int = 0
     _source_version: str | None = None
-    _failure: asyncio.Future[RemoteUnavailable] | None = None
-    _ref_generations: dict[str, int] = field(default_factory=dict)
-    #: Plurals of the job kinds whose watch runs on the current connection (their ``jobs`` are known).
+    _session: _Session | None = None
+    _background: set[asyncio.Task[None]] = field(default_factory=set)
+    #: Plurals of the job kinds listed and watched on the current connection (their ``jobs`` are known).
     watched: set[str] = field(default_factory=set)
 
     # -- lifecycle ---------------------------------------------------------
@@ -97,7 +113,6 @@ class RemoteCluster:
             self._task = asyncio.create_task(self._maintain(), name=f"remote {self.name}")
 
     async def stop(self) -> None:
-        self._generation += 1
         if self._task is not None:
             self._task.cancel()
             try:
@@ -105,7 +120,7 @@ class RemoteCluster:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
                 pass
             self._task = None
-        self._disconnect()
+        await self._disconnect()
 
     def _set_state(self, active: bool, reason: str, message: str) -> None:
         changed = (active, reason, message) != (self.state.active, self.state.reason, self.state.message)
@@ -173,75 +188,112 @@ class RemoteCluster:
         return client.ApiClient(configuration)
 
     async def _connect(self, text: str) -> None:
-        """Build a client and take the initial listing; raise RemoteUnavailable on failure."""
+        """Build a client, start the informers, wait for their first listing; RemoteUnavailable on failure."""
         api = self._build_client(text)
-        kube = AsyncKube(api, workers=16)
-        selector = f"{Labels.MULTIKUEUE_ORIGIN}={self.origin}"
-        try:
-            listed = await kube.call(_list, api, WORKLOADS, selector)
-            jobs: dict[tuple[str, ObjectKey], dict[str, Any]] = {}
-            job_versions: dict[str, str] = {}
-            for ref in self.job_refs:
-                try:
-                    result = await kube.call(_list, api, ref, selector)
-                except ApiException as exc:
-                    # Missing RBAC or CRD, or a CRD still being set up (429): the worker is usable for
-                    # the other kinds; this one is retried on its own (see _watch_added).
-                    log.warning(
-                        "job kind not usable on worker",
-                        cluster=self.name,
-                        gvk=f"{ref.plural}.{ref.group}/{ref.version}",
-                        status=exc.status,
-                    )
-                    continue
-                job_versions[ref.plural] = result["metadata"].get("resourceVersion", "")
-                for item in result.get("items", []):
-                    jobs[(ref.plural, _key(item))] = item
-        except ApiException as exc:
-            kube.close()
-            raise RemoteUnavailable(
-                MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
-                f"worker API answered {exc.status} {exc.reason} when listing Workloads: check the RBAC of the kubeconfig's user and that the Kueue CRDs are installed",
-            ) from None
-        except Exception as exc:  # noqa: BLE001 - network errors come in many types
-            kube.close()
-            raise RemoteUnavailable(
-                MultiKueueClusterReason.CLIENT_CONNECTION_FAILED, f"cannot reach {api.configuration.host}: {_brief(exc)}"
-            ) from None
-        self._disconnect()
-        self.kube = kube
-        self._generation += 1
-        generation = self._generation
-        self.workloads = {}
-        for item in listed.get("items", []):
-            self._store_workload("ADDED", item)
-        self.jobs = jobs
-        self._start_watch(api, WORKLOADS, selector, listed["metadata"].get("resourceVersion", ""), generation)
-        self.watched = set()
+        session = _Session(AsyncKube(api, workers=16))
+        workloads = session.workloads = self._informer(session, WORKLOADS)
         for ref in self.job_refs:
-            if ref.plural in job_versions:
-                self._start_watch(api, ref, selector, job_versions[ref.plural], generation)
-                self.watched.add(ref.plural)
-        missing = [r for r in self.job_refs if r.plural not in job_versions]
-        if missing:
-            asyncio.create_task(self._watch_added(missing, generation))
-        for key in list(self.workloads):
-            self.on_change(self, "workload", {"metadata": {"namespace": key[0], "name": key[1]}})
+            session.jobs[ref] = self._informer(session, ref)
+        try:
+            for informer in session.informers():
+                informer.start()
+            await asyncio.gather(*(i.wait_settled() for i in session.informers()))
+            problem = self._problem(session)
+            if problem is not None:
+                raise problem
+        except BaseException:
+            await _close(session)
+            raise
+        await self._disconnect()
+        self._session = session
+        self.kube = session.kube
+        # The job kinds may have changed while connecting: follow the current list.
+        for ref in [r for r in session.jobs if r not in self.job_refs]:
+            informer = session.jobs.pop(ref)
+            informer.halt()
+            self._spawn(informer.stop())
+        for ref in [r for r in self.job_refs if r not in session.jobs]:
+            session.jobs[ref] = self._informer(session, ref)
+            session.jobs[ref].start()
+        self.workloads = {}
+        for obj in workloads.store.objects.values():
+            self._store_workload("ADDED", obj)
+        self.jobs = {
+            (ref.plural, key): obj for ref, informer in session.jobs.items() for key, obj in informer.store.objects.items()
+        }
+        self.watched = self._synced_kinds(session)
+        for obj in list(workloads.store.objects.values()):
+            self.on_change(self, "workload", obj)
 
-    def _disconnect(self) -> None:
-        self._generation += 1
-        if self.kube is not None:
-            self.kube.close()
-            self.kube = None
+    def _informer(self, session: _Session, ref: ResourceRef) -> Informer:
+        job = ref != WORKLOADS
+        return Informer(
+            session.kube,
+            ref,
+            lambda event_type, obj: self._on_event(session, ref, event_type, obj),
+            label_selector=f"{Labels.MULTIKUEUE_ORIGIN}={self.origin}",
+            on_health=lambda _: self._on_health(session),
+            not_usable=NOT_USABLE if job else (),
+            cluster=self.name,
+            backoff_max=JOB_KIND_BACKOFF_MAX if job else 30.0,
+        )
+
+    def _problem(self, session: _Session) -> RemoteUnavailable | None:
+        """Why the worker is unusable according to the informers' health; None when it is usable.
+
+        The Workloads informer must be synced; a job kind's informer only counts
+        when it lost the network (an API answer about one kind, such as a CRD
+        not installed yet or a broken conversion webhook, leaves that kind out).
+        """
+        host = session.kube.api.configuration.host
+        workloads = session.workloads
+        if workloads is not None and workloads.state is not InformerState.SYNCED:
+            if workloads.last_status is not None:
+                return RemoteUnavailable(
+                    MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
+                    f"worker API answered {workloads.last_error} when listing Workloads: check the RBAC of the kubeconfig's user and that the Kueue CRDs are installed",
+                )
+            return RemoteUnavailable(MultiKueueClusterReason.CLIENT_CONNECTION_FAILED, f"cannot reach {host}: {workloads.last_error}")
+        for informer in session.jobs.values():
+            if informer.state is InformerState.FAILED and informer.last_status is None:
+                return RemoteUnavailable(
+                    MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
+                    f"cannot reach {host}: {informer.last_error} (watching {informer.ref.plural})",
+                )
+        return None
+
+    @staticmethod
+    def _synced_kinds(session: _Session) -> set[str]:
+        return {ref.plural for ref, informer in session.jobs.items() if informer.state is InformerState.SYNCED}
+
+    def _refresh_state(self) -> None:
+        """Set Active from the current connection's informers."""
+        session = self._session
+        if session is None:
+            return
+        self.watched = self._synced_kinds(session)
+        problem = self._problem(session)
+        if problem is None:
+            self._set_state(True, MultiKueueClusterReason.ACTIVE, "Connected")
+        else:
+            self._set_state(False, problem.reason, problem.message)
+
+    def _on_health(self, session: _Session) -> None:
+        if session is self._session:
+            self._refresh_state()
+
+    async def _disconnect(self) -> None:
+        session, self._session = self._session, None
+        self.kube = None
+        if session is not None:
+            await _close(session)
 
     async def _maintain(self) -> None:
-        """Connect, watch, reconnect: until stopped."""
-        loop = asyncio.get_running_loop()
+        """Connect, follow the informers' health, reconnect on a kubeconfig change: until stopped."""
         while True:
-            self._failure = loop.create_future()
             try:
                 async for attempt in tenacity.AsyncRetrying(
-                    wait=tenacity.wait_exponential_jitter(initial=0.5, max=30),
+                    wait=tenacity.wait_exponential(multiplier=0.5, max=30) + tenacity.wait_random(0, 1),
                     retry=tenacity.retry_if_exception_type(RemoteUnavailable),
                     before_sleep=self._report_failure,
                 ):
@@ -251,9 +303,9 @@ class RemoteCluster:
                         self._source_version = version
             except asyncio.CancelledError:
                 raise
-            self._set_state(True, MultiKueueClusterReason.ACTIVE, "Connected")
-            reason = await self._watch_until_broken()
-            self._disconnect()
+            self._refresh_state()
+            reason = await self._until_source_changes()
+            await self._disconnect()
             if reason is not None:
                 self._set_state(False, reason.reason, reason.message)
 
@@ -262,101 +314,54 @@ class RemoteCluster:
         if isinstance(exc, RemoteUnavailable):
             self._set_state(False, exc.reason, exc.message)
 
-    async def _watch_until_broken(self) -> RemoteUnavailable | None:
-        """Wait for a watch failure or a kubeconfig change; return why the connection ends."""
+    async def _until_source_changes(self) -> RemoteUnavailable | None:
+        """Poll the kubeconfig source; return why the connection must end (None: it changed)."""
         while True:
-            try:
-                assert self._failure is not None
-                failure = await asyncio.wait_for(asyncio.shield(self._failure), timeout=SOURCE_POLL_SECONDS)
-                return failure  # type: ignore[no-any-return]
-            except asyncio.TimeoutError:
-                pass
+            await asyncio.sleep(SOURCE_POLL_SECONDS)
             try:
                 _, version = await self._read_source()
             except RemoteUnavailable as exc:
                 return exc
-            except ApiException:
-                continue  # the manager's own API hiccup: keep the connection
+            except Exception as exc:  # noqa: BLE001 - the manager's own API hiccup: keep the connection
+                log.debug("kubeconfig source not read: keeping the connection", cluster=self.name, error=str(exc)[:200])
+                continue
             if version != self._source_version:
                 log.info("worker kubeconfig changed: reconnecting", cluster=self.name)
                 return None
 
-    # -- watches ------------------------------------------------------------------
+    # -- job kinds and events --------------------------------------------------------------
 
     def set_job_refs(self, refs: list[ResourceRef]) -> None:
         """Follow a new set of job kinds (the external frameworks changed) without reconnecting.
 
-        Kinds no longer listed stop being watched; new ones are listed and
-        watched on the current connection (or at the next connect).
+        Kinds no longer listed stop being watched; new ones get an informer on
+        the current connection (or at the next connect).
         """
         removed = [r for r in self.job_refs if r not in refs]
         added = [r for r in refs if r not in self.job_refs]
         self.job_refs = list(refs)
+        session = self._session
         for ref in removed:
             self.watched.discard(ref.plural)
-            self._ref_generations[ref.plural] = self._ref_generations.get(ref.plural, 0) + 1
             for key in [k for k in self.jobs if k[0] == ref.plural]:
                 self.jobs.pop(key, None)
-        if added and self.kube is not None:
-            asyncio.create_task(self._watch_added(added, self._generation))
+            informer = session.jobs.pop(ref, None) if session is not None else None
+            if informer is not None:
+                informer.halt()
+                self._spawn(informer.stop())
+        if session is not None:
+            for ref in added:
+                session.jobs[ref] = self._informer(session, ref)
+                session.jobs[ref].start()
 
-    async def _watch_added(self, refs: list[ResourceRef], generation: int) -> None:
-        kube = self.kube
-        if kube is None:
-            return
-        selector = f"{Labels.MULTIKUEUE_ORIGIN}={self.origin}"
-        for ref in refs:
-            result = None
-            attempt = 0
-            while result is None:
-                if generation != self._generation or ref not in self.job_refs:
-                    return
-                try:
-                    result = await kube.call(_list, kube.api, ref, selector)
-                except Exception as exc:  # noqa: BLE001 - a new CRD answers 429/404 for a while; keep trying
-                    attempt += 1
-                    status = exc.status if isinstance(exc, ApiException) else None
-                    if attempt in (1, 5) or attempt % 20 == 0:
-                        log.warning("job kind not usable on worker yet", cluster=self.name, gvk=f"{ref.plural}.{ref.group}/{ref.version}", status=status, error=_brief(exc), attempt=attempt)
-                    await asyncio.sleep(min(15.0, 0.5 * 2**attempt))
-            if generation != self._generation or ref not in self.job_refs:
-                return
-            for item in result.get("items", []):
-                self.jobs[(ref.plural, _key(item))] = item
-            self._start_watch(kube.api, ref, selector, result["metadata"].get("resourceVersion", ""), generation)
-            self.watched.add(ref.plural)
-
-    def _start_watch(self, api: client.ApiClient, ref: ResourceRef, selector: str, version: str, generation: int) -> None:
-        loop = asyncio.get_running_loop()
-        ref_generation = self._ref_generations.get(ref.plural, 0)
-
-        def current() -> bool:
-            return generation == self._generation and self._ref_generations.get(ref.plural, 0) == ref_generation
-
-        def deliver(kind: str, event_type: str, obj: dict[str, Any]) -> None:
-            if current():
-                self._on_watch_event(ref, event_type, obj)
-
-        def fail(exc: BaseException) -> None:
-            if current() and self._failure is not None and not self._failure.done():
-                self._failure.set_result(
-                    RemoteUnavailable(
-                        MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
-                        f"lost the watch on {ref.plural}: {_brief(exc)}",
-                    )
-                )
-
-        thread = threading.Thread(
-            target=_watch_loop,
-            args=(api, ref, selector, version, current, loop, deliver, fail),
-            name=f"watch {self.name} {ref.plural}",
-            daemon=True,
-        )
-        thread.start()
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _store_workload(self, event_type: str, obj: dict[str, Any]) -> None:
-        key = _key(obj)
-        if event_type == "DELETED":
+        key = object_key(obj)
+        if event_type == DELETED:
             self.workloads.pop(key, None)
             return
         try:
@@ -364,79 +369,23 @@ class RemoteCluster:
         except (ValidationError, ValueError) as exc:
             log.warning("remote workload ignored: it does not parse", cluster=self.name, workload=f"{key[0]}/{key[1]}", error=str(exc).splitlines()[0])
 
-    def _on_watch_event(self, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
+    def _on_event(self, session: _Session, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
+        """An informer event of the current connection (events of a closed one, or of a dropped kind, are ignored)."""
+        if session is not self._session:
+            return
         if ref == WORKLOADS:
             self._store_workload(event_type, obj)
             self.on_change(self, "workload", obj)
-        else:
-            key = (ref.plural, _key(obj))
-            if event_type == "DELETED":
+        elif session.jobs.get(ref) is not None:
+            key = (ref.plural, object_key(obj))
+            if event_type == DELETED:
                 self.jobs.pop(key, None)
             else:
                 self.jobs[key] = obj
             self.on_change(self, "job", obj)
 
 
-def _key(obj: dict[str, Any]) -> ObjectKey:
-    meta = obj.get("metadata", {})
-    return (meta.get("namespace", ""), meta.get("name", ""))
-
-
-def _brief(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:300]
-
-
-def _list(api: client.ApiClient, ref: ResourceRef, selector: str) -> dict[str, Any]:
-    objects = client.CustomObjectsApi(api)
-    return objects.list_cluster_custom_object(ref.group, ref.version, ref.plural, label_selector=selector, _request_timeout=(5, 30))  # type: ignore[no-any-return]
-
-
-def _watch_loop(
-    api: client.ApiClient,
-    ref: ResourceRef,
-    selector: str,
-    version: str,
-    current: Callable[[], bool],
-    loop: asyncio.AbstractEventLoop,
-    deliver: Callable[[str, str, dict[str, Any]], None],
-    fail: Callable[[BaseException], None],
-) -> None:
-    """Watch from ``version`` until the connection breaks or the generation moves on (thread)."""
-    objects = client.CustomObjectsApi(api)
-    while current():
-        stream = watch.Watch()
-        try:
-            for event in stream.stream(
-                objects.list_cluster_custom_object,
-                ref.group,
-                ref.version,
-                ref.plural,
-                label_selector=selector,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=WATCH_SECONDS,
-                _request_timeout=(5, WATCH_SECONDS + 15),
-                # One json.loads per event: the client's default deserialisation dumps and
-                # re-parses every object (a fifth of the manager's CPU under load).
-                deserialize=False,
-            ):
-                if not current():
-                    stream.stop()
-                    return
-                obj = event["object"]
-                version = obj.get("metadata", {}).get("resourceVersion", version)
-                if event["type"] == "BOOKMARK":
-                    continue
-                if event["type"] == "ERROR":
-                    raise RuntimeError(f"watch error: {obj.get('message', obj)}")
-                loop.call_soon_threadsafe(deliver, ref.plural, event["type"], obj)
-        except ApiException as exc:
-            if exc.status == 410:  # expired resourceVersion: a relist through reconnect is needed
-                loop.call_soon_threadsafe(fail, exc)
-                return
-            loop.call_soon_threadsafe(fail, exc)
-            return
-        except Exception as exc:  # noqa: BLE001 - any break of the stream ends this connection
-            loop.call_soon_threadsafe(fail, exc)
-            return
+async def _close(session: _Session) -> None:
+    """Stop the session's informers (no event after this), then close its client."""
+    await asyncio.gather(*(i.stop() for i in session.informers()), return_exceptions=True)
+    session.kube.close()

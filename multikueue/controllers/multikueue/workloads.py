@@ -128,9 +128,10 @@ class MultiKueueController:
     # -- one reconcile ------------------------------------------------------------------
 
     async def _handle(self, key: WorkloadKey) -> float | None:
+        """One pass for the work queue: a stale local copy is looked at again soon; any other failure backs off."""
         try:
             return await self.reconcile(key)
-        except ApiException as exc:
+        except ApiException as exc:  # from the manager: the local commit point or a status copy
             if exc.status in (404, 409):
                 return CONFLICT_RETRY_SECONDS  # decided on a stale copy: look again once the watch caught up
             log.error(

@@ -12,10 +12,8 @@ so the MultiKueue check dispatches it like a Job.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,7 +22,6 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api import Workload
 from multikueue.api.resources import WORKLOADS, ResourceRef
-from multikueue.controllers.multikueue.connection import _list, _watch_loop  # TODO informer
 from multikueue.core.cache import Cache
 from multikueue.integrations.base import Integration
 from multikueue.integrations.external import workload as external
@@ -33,14 +30,18 @@ from multikueue.integrations.external.cel import CelEvaluationError
 from multikueue.integrations.external.entries import CompiledFramework
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.runtime.events import EventRecorder, ObjectRef
+from multikueue.runtime.informer import DELETED, Informer
 from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.workqueue import WorkQueue
 from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
 
 ObjectKey = tuple[str, str]
-#: Pause before listing a kind again after its watch broke.
-REWATCH_SECONDS = 2.0
+#: What the work queue holds: (the kind's ``Kind.version.group``, namespace, name).
+QueueKey = tuple[str, str, str]
+#: Objects reconciled at once.
+CONCURRENCY = 8
 #: Told when an object of a watched kind changed (the MultiKueue check re-plans its Workload).
 ObjectListener = Callable[[GenericAdapter, Mapping[str, Any]], None]
 
@@ -49,34 +50,29 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+PREBUILT_INDEX = "prebuilt"
+
+
 @dataclass
 class FrameworkWatch:
-    """One external kind being watched on the local cluster."""
+    """One external kind being watched on the local cluster (the integration's ObjectSource)."""
 
     adapter: GenericAdapter
-    objects: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
-    #: (namespace, prebuilt Workload name) -> the object bound to it (worker copies).
-    prebuilt: dict[ObjectKey, ObjectKey] = field(default_factory=dict)
-    task: asyncio.Task[None] | None = None
-    stopped: bool = False
+    informer: Informer
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object as last seen (the integration's ObjectSource)."""
-        return self.objects.get((namespace, name))
+        """The object as last seen."""
+        return self.informer.get(namespace, name)
 
-    def store(self, obj: dict[str, Any]) -> None:
-        key = _key(obj)
-        self.objects[key] = obj
-        name = external.prebuilt_workload_name(obj)
-        if name:
-            self.prebuilt[(key[0], name)] = key
+    def bound_to(self, namespace: str, workload: str) -> dict[str, Any] | None:
+        """The object bound to prebuilt Workload ``namespace/workload`` (a worker copy), if any."""
+        found = self.informer.by_index(PREBUILT_INDEX, f"{namespace}/{workload}")
+        return found[0] if found else None
 
-    def forget(self, obj: Mapping[str, Any]) -> None:
-        key = _key(obj)
-        self.objects.pop(key, None)
-        name = external.prebuilt_workload_name(obj)
-        if name and self.prebuilt.get((key[0], name)) == key:
-            del self.prebuilt[(key[0], name)]
+
+def _prebuilt_keys(obj: dict[str, Any]) -> list[str]:
+    name = external.prebuilt_workload_name(obj)
+    return [f"{_key(obj)[0]}/{name}"] if name else []
 
 
 class ExternalReconciler:
@@ -93,6 +89,9 @@ class ExternalReconciler:
         self.watches: dict[str, FrameworkWatch] = {}
         self._specs: dict[str, Any] = {}
         self._listeners: list[ObjectListener] = []
+        self.queue: WorkQueue[QueueKey] = WorkQueue(
+            "external", self._handle, workers=CONCURRENCY, format_key=lambda k: f"{k[0]} {k[1]}/{k[2]}"
+        )
 
     def on_object(self, listener: ObjectListener) -> None:
         """Call ``listener`` after each change of a watched object."""
@@ -117,81 +116,43 @@ class ExternalReconciler:
     # -- watching -------------------------------------------------------------------------
 
     def _start(self, adapter: GenericAdapter) -> None:
-        watch = FrameworkWatch(adapter)
-        self.watches[adapter.gvk] = watch
-        watch.task = asyncio.create_task(self._maintain(watch), name=f"watch {adapter.gvk}")
+        def changed(event_type: str, obj: dict[str, Any]) -> None:
+            if event_type != DELETED:
+                self._changed(adapter, obj)
+
+        informer = Informer(self.kube, adapter.ref, changed, indexers={PREBUILT_INDEX: _prebuilt_keys}, cluster="local")
+        self.watches[adapter.gvk] = FrameworkWatch(adapter, informer)
+        informer.start()
 
     async def _stop(self, name: str) -> None:
         watch = self.watches.pop(name, None)
         self._specs.pop(name, None)
-        if watch is None:
-            return
-        watch.stopped = True
-        if watch.task is not None:
-            watch.task.cancel()
-            try:
-                await watch.task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
-                pass
+        if watch is not None:
+            await watch.informer.stop()
+
+    def start(self) -> None:
+        self.queue.start()
 
     async def stop(self) -> None:
+        await self.queue.stop()
         for name in list(self.watches):
             await self._stop(name)
 
-    async def _maintain(self, watch: FrameworkWatch) -> None:
-        """List, then watch from the listing's version; after a break, list again."""
-        loop = asyncio.get_running_loop()
-        api = self.kube.api
-        ref = watch.adapter.ref
-        while not watch.stopped:
-            try:
-                listed = await self.kube.call(_list, api, ref, "")
-            except Exception as exc:  # noqa: BLE001 - retried; the log says why
-                log.warning("external framework list failed", framework=watch.adapter.gvk, error=str(exc)[:200])
-                await asyncio.sleep(REWATCH_SECONDS)
-                continue
-            watch.objects, watch.prebuilt = {}, {}
-            for obj in listed.get("items", []):
-                watch.store(obj)
-            for obj in list(watch.objects.values()):
-                self._changed(watch, obj)
-            broken = loop.create_future()
-            alive = threading.Event()
-            alive.set()
-
-            def deliver(_: str, event_type: str, obj: dict[str, Any], watch: FrameworkWatch = watch) -> None:
-                if watch.stopped:
-                    return
-                if event_type == "DELETED":
-                    watch.forget(obj)
-                else:
-                    watch.store(obj)
-                    self._changed(watch, obj)
-
-            def fail(exc: BaseException, broken: asyncio.Future[BaseException] = broken) -> None:
-                if not broken.done():
-                    broken.set_result(exc)
-
-            thread = threading.Thread(
-                target=_watch_loop,
-                args=(api, ref, "", listed["metadata"].get("resourceVersion", ""), lambda: alive.is_set() and not watch.stopped, loop, deliver, fail),
-                name=f"watch {watch.adapter.gvk}",
-                daemon=True,
-            )
-            thread.start()
-            try:
-                exc = await broken
-            finally:
-                alive.clear()
-            log.info("external framework watch restarted", framework=watch.adapter.gvk, error=str(exc)[:200])
-            await asyncio.sleep(REWATCH_SECONDS)
-
     # -- reconciling ----------------------------------------------------------------------
 
-    def _changed(self, watch: FrameworkWatch, obj: dict[str, Any]) -> None:
-        asyncio.create_task(self.reconcile(watch.adapter, obj))
+    def _changed(self, adapter: GenericAdapter, obj: dict[str, Any]) -> None:
+        namespace, name = _key(obj)
+        self.queue.add((adapter.gvk, namespace, name))
         for listener in self._listeners:
-            listener(watch.adapter, obj)
+            listener(adapter, obj)
+
+    async def _handle(self, key: QueueKey) -> None:
+        gvk, namespace, name = key
+        watch = self.watches.get(gvk)
+        obj = watch.get(namespace, name) if watch is not None else None
+        if watch is not None and obj is not None:
+            await self.reconcile(watch.adapter, obj)
+        return None
 
     def _watch_for(self, api_version: str, kind: str) -> FrameworkWatch | None:
         for watch in self.watches.values():
@@ -205,18 +166,19 @@ class ExternalReconciler:
         for ref in wl.metadata.owner_references or []:
             owner = self._watch_for(ref.api_version, ref.kind)
             if owner is not None:
-                obj = owner.objects.get((namespace, ref.name))
+                obj = owner.get(namespace, ref.name)
                 return (owner.adapter, obj) if obj is not None else None
         for watch in self.watches.values():
-            key = watch.prebuilt.get((namespace, wl.name))
-            if key is not None and key in watch.objects:
-                return watch.adapter, watch.objects[key]
+            bound = watch.bound_to(namespace, wl.name)
+            if bound is not None:
+                return watch.adapter, bound
         return None
 
     async def on_workload(self, wl: Workload) -> None:
         found = self.object_of(wl)
         if found is not None:
-            await self.reconcile(*found)
+            adapter, obj = found
+            self.queue.add((adapter.gvk, *_key(obj)))
 
     async def reconcile(self, adapter: GenericAdapter, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}

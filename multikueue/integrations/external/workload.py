@@ -28,7 +28,6 @@ from multikueue.api import Workload
 from multikueue.api.constants import Finalizers, Labels, WorkloadConditionType
 from multikueue.api.meta import Condition
 from multikueue.integrations.binding import bound_workload_name
-from multikueue.integrations.naming import workload_name_for_owner
 
 #: Upstream's reasons on the ``Finished`` condition.
 SUCCEEDED = "Succeeded"

@@ -14,12 +14,26 @@ import base64
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 from kubernetes import client
 
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
+
+@pytest.fixture(autouse=True)
+def _structlog_restored() -> Any:
+    """Undo a test's structlog set-up (the CLI's ``configure``) after it.
+
+    ``configure`` binds the logger to the ``sys.stderr`` of its moment, which
+    under pytest is a capture file closed after that test: later code logging
+    from the same process (an informer in an in-process test) would fail on it.
+    """
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
 
 #: Where the manager keeps the Secrets that MultiKueueClusters name.
 KUEUE_NAMESPACE = "kueue-system"

@@ -43,6 +43,11 @@ def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
+def utcnow() -> datetime:
+    """The current time in UTC at full precision (for decisions; written times use :func:`now`)."""
+    return datetime.now(UTC)
+
+
 def _as_utc(value: datetime) -> datetime:
     # The API only speaks UTC; a naive datetime from Python code means UTC.
     if value.tzinfo is None:

@@ -11,9 +11,8 @@ module names none of them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
-
 from multikueue.api import Workload
+from multikueue.api.meta import utcnow
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.runtime.writer import WorkloadWriter
@@ -34,7 +33,7 @@ class LifecycleController:
         wl = self.cache.workload(key)
         if wl is None:
             return
-        update = lifecycle.next_update(wl, datetime.now(timezone.utc))
+        update = lifecycle.next_update(wl, utcnow())
         if update is not None:
             await self.writer.apply(wl, update)
         for listener in self.listeners:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import kopf
@@ -25,6 +25,7 @@ import structlog
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from multikueue.api.meta import utcnow
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.scheduler import AdmissionDecision, PendingUpdate, schedule
@@ -45,9 +46,6 @@ PENDING_WRITE_CONCURRENCY = 4
 #: How often queue status is compared and written at most.
 QUEUE_STATUS_SECONDS = 0.5
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class SchedulingLoop:

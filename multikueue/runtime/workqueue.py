@@ -121,7 +121,10 @@ class WorkQueue(Generic[K]):
         backoff_cap: float = 30.0,
         clock: Clock | None = None,
         format_key: Callable[[K], str] = str,
+        expected: tuple[type[BaseException], ...] = (),
     ) -> None:
+        """``expected``: failures the handler's domain foresees (a worker refusing, an API error);
+        they are logged in one line, while anything else carries its traceback once."""
         if workers < 1:
             raise ValueError("a work queue needs at least one worker")
         self.name = name
@@ -131,6 +134,7 @@ class WorkQueue(Generic[K]):
         self._handler = handler
         self._clock: Clock = clock or MonotonicClock()
         self._format_key = format_key
+        self._expected = expected
         #: Waiting keys -> (due time, id of their live heap entry).
         self._due: dict[K, tuple[float, int]] = {}
         self._heap: list[tuple[float, int, K]] = []
@@ -316,6 +320,7 @@ class WorkQueue(Generic[K]):
             error_type=type(exc).__name__,
             error=message[0][:500] if message else "",
             retry_in=round(retry_in, 3),
-            # The first failure in a row carries the traceback (a bug's only clue); retries stay one line.
-            exc_info=exc if attempt == 1 else None,
+            # The first unexpected failure in a row carries the traceback (a bug's only clue); the
+            # rest stay one line.
+            exc_info=exc if attempt == 1 and not isinstance(exc, self._expected) else None,
         )

@@ -18,13 +18,13 @@ same way:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
 
 from multikueue.api.constants import Finalizers
+from multikueue.api.meta import utcnow
 from multikueue.api.resources import WORKLOADS
 from multikueue.api.workload import Workload
 from multikueue.core.lifecycle import WorkloadUpdate, finished_status
@@ -104,7 +104,7 @@ class WorkloadWriter:
         if not checks:
             metrics.ADMITTED_WORKLOADS.labels(cluster_queue).inc()
         if wl.metadata.creation_timestamp is not None:
-            waited = (datetime.now(timezone.utc) - wl.metadata.creation_timestamp).total_seconds()
+            waited = (utcnow() - wl.metadata.creation_timestamp).total_seconds()
             metrics.ADMISSION_WAIT.labels(cluster_queue).observe(max(0.0, waited))
         log.info("quota reserved", workload=f"{wl.namespace}/{wl.name}", cluster_queue=cluster_queue, checks=list(checks))
         # One Event per admission: when no check is pending it also says the Workload is admitted

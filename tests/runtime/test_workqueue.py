@@ -254,6 +254,23 @@ async def test_any_exception_backs_off_exponentially_up_to_the_cap_then_resets(
 
 
 @pytest.mark.asyncio
+async def test_expected_failures_log_one_line_and_others_carry_their_traceback_once(
+    handler: Recorder, clock: FakeClock, logs: list[dict[str, object]]
+) -> None:
+    handler.script["a"] = [ConnectionError("worker down"), ConnectionError("still down")]
+    handler.script["b"] = [AssertionError("a bug"), AssertionError("a bug")]
+    async with started(make(handler, clock, backoff_base=1.0, expected=(ConnectionError,))) as queue:
+        queue.add("a")
+        queue.add("b")
+        await settle()
+        clock.advance(1)
+        await settle()
+    failures = {(e["key"], e["attempt"]): e for e in logs if e["event"] == "work queue handler failed"}
+    assert failures[("a", 1)].get("exc_info") is None and failures[("a", 2)].get("exc_info") is None
+    assert isinstance(failures[("b", 1)]["exc_info"], AssertionError) and failures[("b", 2)].get("exc_info") is None
+
+
+@pytest.mark.asyncio
 async def test_a_failure_is_retried_even_when_logging_it_fails(
     handler: Recorder, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

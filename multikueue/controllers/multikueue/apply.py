@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from datetime import datetime, timezone
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import structlog
@@ -32,7 +31,7 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api import Workload
 from multikueue.api.constants import ConditionStatus, Labels
-from multikueue.api.meta import Condition
+from multikueue.api.meta import Condition, utcnow
 from multikueue.api.resources import WORKLOADS, ResourceRef
 from multikueue.controllers.multikueue import dispatch
 from multikueue.controllers.multikueue.connection import RemoteCluster
@@ -55,9 +54,6 @@ _INDEPENDENT_ACTIONS = (
     dispatch.DeleteRemoteJob,
 )
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class WorkerCallFailed(Exception):
@@ -165,17 +161,24 @@ class _Runner:
             remote = self.clusters.get(action.cluster)
             if remote is None or remote.kube is None:
                 continue  # disconnected since the plan was made: its next plan accounts for it
-            try:
-                await self._one(action, remote)
-            except (_Retry, asyncio.CancelledError):
-                raise
-            except ApiException as exc:
-                if exc.status in (403, 404, 422):
-                    # A missing namespace, CRD or permission on the worker: say so where the user looks.
-                    await self._report(f"Worker {remote.name!r}: {type(action).__name__} failed: {api_message(exc)}")
-                raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
-            except Exception as exc:  # noqa: BLE001 - network errors come in many types
-                raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
+            await self._one(action, remote)
+
+    async def _on_worker(self, remote: RemoteCluster, action: Any, call: Awaitable[Any]) -> Any:
+        """Await one call to ``remote``; its failure becomes :class:`WorkerCallFailed`.
+
+        Only calls to the worker go through here: the manager's own writes in
+        the same action (a status copy, Finished) keep their ApiException, so
+        a stale local copy is still told apart from a worker that refuses.
+        """
+        try:
+            return await call
+        except ApiException as exc:
+            if exc.status in (403, 404, 422):
+                # A missing namespace, CRD or permission on the worker: say so where the user looks.
+                await self._report(f"Worker {remote.name!r}: {type(action).__name__} failed: {api_message(exc)}")
+            raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
+        except Exception as exc:  # noqa: BLE001 - network errors come in many types
+            raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
 
     async def _one(self, action: Any, remote: RemoteCluster) -> None:
         kube = remote.kube
@@ -184,16 +187,16 @@ class _Runner:
         namespace, name = wl.namespace or "", wl.name
         integration, owner = self.integration, self.owner
         if isinstance(action, dispatch.CreateRemoteWorkload):
-            await _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=origin))
+            await self._on_worker(remote, action, _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=origin)))
             log.info("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
         elif isinstance(action, dispatch.DeleteRemoteWorkload):
-            await kube.delete(WORKLOADS, namespace, name)
+            await self._on_worker(remote, action, kube.delete(WORKLOADS, namespace, name))
             log.info("remote workload deleted", workload=f"{namespace}/{name}", cluster=remote.name)
         elif isinstance(action, dispatch.CreateRemoteJob):
             if integration is None or owner is None:
                 raise _Retry(SYNC_RETRY_SECONDS)
             body = integration.adapter.remote_copy(owner, origin=origin, workload_name=name)
-            await _create(remote, integration.ref, namespace, body)
+            await self._on_worker(remote, action, _create(remote, integration.ref, namespace, body))
             # The Ready event of the same dispatch already names the worker: a log line, not a second Event.
             log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
         elif isinstance(action, dispatch.DeleteRemoteJob):
@@ -201,7 +204,7 @@ class _Runner:
                 return
             job = remote.jobs.get((integration.ref.plural, (namespace, owner["metadata"]["name"])))
             if job is not None and (job["metadata"].get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == origin:
-                await kube.delete(integration.ref, namespace, job["metadata"]["name"])
+                await self._on_worker(remote, action, kube.delete(integration.ref, namespace, job["metadata"]["name"]))
         elif isinstance(action, dispatch.SyncJobStatus):
             if not await self._sync_job(remote):
                 self.retry_after = SYNC_RETRY_SECONDS

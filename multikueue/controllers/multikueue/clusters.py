@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import kopf
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from multikueue.api import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
 from multikueue.api.constants import ACTIVE, GROUP, VERSION, ConditionStatus, MultiKueue
-from multikueue.api.meta import Condition, find_condition
+from multikueue.api.meta import Condition, find_condition, utcnow
 from multikueue.api.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, ResourceRef
 from multikueue.controllers.multikueue.checks import ClusterHealth, check_status, config_name
 from multikueue.controllers.multikueue.connection import RemoteCluster
@@ -39,9 +39,6 @@ log = structlog.get_logger(__name__)
 
 RemoteListener = Callable[[RemoteCluster, str, "dict[str, Any] | None"], None]
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True)

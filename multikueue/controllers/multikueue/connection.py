@@ -19,7 +19,7 @@ import asyncio
 import base64
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import tenacity
 from kubernetes import client, config
 from pydantic import ValidationError
 
+from multikueue.api.meta import utcnow
 from multikueue.runtime.kubeconfig import REASON_BAD_CONFIG, KubeconfigError, validate_kubeconfig
 from multikueue.api import Workload
 from multikueue.api.constants import Labels, MultiKueue, MultiKueueClusterReason
@@ -47,9 +48,6 @@ WATCH_SECONDS = 60
 JOB_KIND_BACKOFF_MAX = 15.0
 ObjectKey = tuple[str, str]
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class RemoteUnavailable(Exception):

@@ -32,6 +32,9 @@ Contract with the I/O layer that applies a plan:
   every Workload whose check is Pending or whose ``clusterName`` is that worker:
   the plan asks for a timed call (``requeue_after``) only for timers that run
   out without any event (worker-lost timeout, incremental dispatch rounds).
+
+Over 500 lines on purpose: it is one state machine, and its contract with
+the I/O layer is only checkable when all its branches are read together.
 """
 
 from __future__ import annotations

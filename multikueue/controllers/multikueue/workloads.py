@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
 
+from multikueue.api.meta import utcnow
 from multikueue.api import Workload
 from multikueue.controllers.multikueue import dispatch
-from multikueue.controllers.multikueue.apply import PlanApplier, api_message
+from multikueue.controllers.multikueue.apply import PlanApplier, WorkerCallFailed, api_message
 from multikueue.controllers.multikueue.clusters import ClusterManager
 from multikueue.controllers.multikueue.connection import RemoteCluster
 from multikueue.core.cache import Cache
@@ -49,9 +50,6 @@ MIN_REQUEUE_SECONDS = 0.5
 #: Workloads reconciled at once (each mostly waits on API round trips).
 CONCURRENCY = 32
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,11 @@ class MultiKueueController:
         self.applier = applier
         self.settings = settings
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(
-            "multikueue", self._handle, workers=CONCURRENCY, format_key=lambda k: f"{k[0]}/{k[1]}"
+            "multikueue",
+            self._handle,
+            workers=CONCURRENCY,
+            format_key=lambda k: f"{k[0]}/{k[1]}",
+            expected=(WorkerCallFailed, ApiException),
         )
         #: Which Workload each job object belongs to, learned from the Workloads' owner references
         #: (a third party may name the Workload of an external object as it likes).

@@ -1,18 +1,18 @@
-"""Job integrations: how a job becomes a Workload, and how it is started and stopped.
+"""The ``batch/v1`` Job integration: how a Job becomes a Workload, starts, stops and travels.
 
-Everything here is pure logic over plain dicts as the API server returns them
-(no I/O, no Kubernetes client, no asyncio). The kopf layer watches Jobs and
-Workloads, calls these functions and applies what they return.
+The pure modules work on plain dicts as the API server returns them (no
+Kubernetes client, no kopf, checked by the import contracts):
 
-- :mod:`multikueue.integrations.naming`: upstream's Workload naming scheme
-  (``job-<name>-<hash>``), so our Workload names equal upstream Kueue's.
-- :mod:`multikueue.integrations.batchjob.job`: the ``batch/v1`` Job as Kueue sees it:
-  queue name, pod sets, the Workload built for it, whether that Workload still
-  matches, and its ``Finished`` condition.
-- :mod:`multikueue.integrations.batchjob.startstop`: the patches that start a Job on
-  its admission and stop it on eviction.
-- :mod:`multikueue.integrations.batchjob.remote`: the copy MultiKueue creates on a
-  worker and the status it brings back to the manager.
-- :mod:`multikueue.integrations.batchjob.webhook`: the mutating (suspend, ``managedBy``) and
-  validating admission webhook logic for Jobs.
+- :mod:`.job`: the Job as Kueue sees it: queue name, pod sets, the Workload
+  built for it (named as upstream does, :mod:`multikueue.integrations.naming`),
+  whether that Workload still matches, and its ``Finished`` condition;
+- :mod:`.decide`: what to do with a Job given its Workload;
+- :mod:`.startstop`: the patches that start a Job on admission and stop it
+  on eviction;
+- :mod:`.remote`: the copy MultiKueue creates on a worker and the status it
+  brings back; :mod:`.adapter`: those answers behind the integration
+  interface.
+
+The I/O: :mod:`.reconciler` (a kopf handler applying :mod:`.decide`) and
+:mod:`.webhook` (the mutating and validating rules, served through kopf).
 """

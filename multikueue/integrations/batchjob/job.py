@@ -16,6 +16,9 @@ under this project as under upstream Kueue:
 Starting and stopping the Job live in :mod:`multikueue.integrations.batchjob.startstop`,
 the copy MultiKueue makes on a worker in :mod:`multikueue.integrations.batchjob.remote`;
 both build on the readers here (``section``, ``labels_of``, ``spec_of``, ...).
+
+Over 500 lines on purpose: every rule about reading a Job (and upstream's
+parsing of its fields) is in this one place that the other Job modules build on.
 """
 
 from __future__ import annotations

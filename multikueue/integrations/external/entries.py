@@ -20,6 +20,9 @@ documented with examples in ``adapters/README.md``)::
 CEL expressions once. A bad entry is dropped and reported as
 :class:`FrameworkProblem` (entry, field, message); the other entries are kept,
 so one typo never stops the frameworks that were working.
+
+Over 500 lines on purpose: the entry model and every check of it stay
+together, so the list of what an entry may say is read in one place.
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
 
+from multikueue.api.meta import utcnow
 from multikueue.api import Workload
 from multikueue.api.resources import WORKLOADS, ResourceRef
 from multikueue.core.cache import Cache
@@ -45,9 +45,6 @@ CONCURRENCY = 8
 #: Told when an object of a watched kind changed (the MultiKueue check re-plans its Workload).
 ObjectListener = Callable[[GenericAdapter, Mapping[str, Any]], None]
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 PREBUILT_INDEX = "prebuilt"
@@ -90,7 +87,11 @@ class ExternalReconciler:
         self._specs: dict[str, Any] = {}
         self._listeners: list[ObjectListener] = []
         self.queue: WorkQueue[QueueKey] = WorkQueue(
-            "external", self._handle, workers=CONCURRENCY, format_key=lambda k: f"{k[0]} {k[1]}/{k[2]}"
+            "external",
+            self._handle,
+            workers=CONCURRENCY,
+            format_key=lambda k: f"{k[0]} {k[1]}/{k[2]}",
+            expected=(ApiException,),
         )
 
     def on_object(self, listener: ObjectListener) -> None:

@@ -31,3 +31,17 @@ def test_orphans_are_those_without_a_local_workload() -> None:
 def test_nothing_to_collect() -> None:
     orphans = find_orphans({("a", "x"): wl("a", "x")}, [job("a", "j", "x")], lambda key: True)
     assert orphans.workloads == [] and orphans.jobs == []
+
+
+def test_a_job_bound_by_annotation_is_not_an_orphan() -> None:
+    """A Workload name over 63 characters travels in the annotation: the GC must read it there too.
+
+    Reading only the label deleted such running remote Jobs within seconds, in
+    a loop every gcInterval (issue 10, item 2).
+    """
+    long_name = "job-" + "x" * 70 + "-abcde"
+    bound = ("jobs", ("a", "long"), {"metadata": {"namespace": "a", "name": "long", "annotations": {"kueue.x-k8s.io/prebuilt-workload-name": long_name}}})
+    orphans = find_orphans({}, [bound], lambda key: key == ("a", long_name))
+    assert orphans.jobs == []
+    orphans = find_orphans({}, [bound], lambda key: False)
+    assert orphans.jobs == [("jobs", "a", "long")]

@@ -1,0 +1,52 @@
+"""Set-ups the MultiKueue end-to-end tests share: queues on a manager and its workers, a timed Job.
+
+Kept apart from :mod:`multikueue.dev.objects` (single objects) because these
+write several objects on several clusters and wait for the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from multikueue.dev import objects as o
+
+MANAGED_BY = "kueue.x-k8s.io/multikueue"
+
+
+def timed_job(namespace: str, name: str, cpu: str, run_for: str = "2s", parallelism: int = 1) -> dict[str, Any]:
+    """A queued Job whose pods kwok finishes after ``run_for``."""
+    body = o.batch_job(namespace, name, "user-queue", {"cpu": cpu}, parallelism=parallelism)
+    body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": run_for}}
+    return body
+
+
+def multikueue_queues(
+    manager: client.ApiClient,
+    workers: list[client.ApiClient],
+    ns: str,
+    worker_cpu: tuple[int, ...] = (8, 8),
+    manager_cpu: int = 1000,
+) -> None:
+    """A MultiKueue check over ``worker1``.. on the manager, a plain queue on each worker; waits for the check."""
+    kueue = o.Kueue(manager)
+    check, config = f"mk-{ns}", f"mkc-{ns}"
+    names = [f"worker{i}" for i in range(1, len(workers) + 1)]
+    kueue.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": config}, "spec": {"clusters": names}})
+    kueue.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+                  "spec": {"controllerName": MANAGED_BY, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}})
+    kueue.create(o.resource_flavor(f"default-{ns}"))
+    kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": manager_cpu}}, checks=[check]))
+    kueue.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    for api, cpu in zip(workers, worker_cpu):
+        worker = o.Kueue(api)
+        worker.create(o.resource_flavor(f"default-{ns}"))
+        worker.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": cpu}}))
+        worker.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    o.wait_for(lambda: o.is_true(kueue.get("AdmissionCheck", check), "Active"), 60, what="MultiKueue check active")
+
+
+def job_complete(batch: client.BatchV1Api, ns: str, name: str) -> bool:
+    status = batch.read_namespaced_job(name, ns).status
+    return any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])

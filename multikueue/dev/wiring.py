@@ -120,9 +120,14 @@ def ensure_namespace(api: client.ApiClient, name: str) -> None:
 
 
 def grant_worker_access(worker: WorkerEndpoint) -> WorkerAccess:
-    """Apply ``config/worker-access`` on a worker and build the manager's kubeconfig for it."""
+    """Apply ``config/worker-access`` on a worker and build the manager's kubeconfig for it.
+
+    The optional ``frameworks/`` role (the adapter catalog's kinds) is applied
+    too: the demo and the e2e tests dispatch Tekton PipelineRuns.
+    """
     worker_api, cluster_name = worker.admin_api, worker.name
-    apply(worker_api, load_documents(source_checkout() / "config" / "worker-access"))
+    access = source_checkout() / "config" / "worker-access"
+    apply(worker_api, [*load_documents(access), *load_documents(access / "frameworks")])
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS)
     )

@@ -138,10 +138,13 @@ async def run_controller(options: ControllerOptions) -> None:
             # A standby replica takes over this long after the active one stops renewing.
             settings.peering.lifetime = PEERING_LIFETIME_SECONDS
             if options.webhook_port:
+                # The webhook configurations are written by webhook.server, not kopf (managed stays None).
                 settings.admission.server = webhook.server(
-                    webhook.WebhookOptions(port=options.webhook_port, host=options.webhook_host)
+                    webhook.WebhookOptions(
+                        port=options.webhook_port, host=options.webhook_host, namespace=options.namespace
+                    ),
+                    kube,
                 )
-                settings.admission.managed = webhook.CONFIGURATION_NAME
             controller.start()
 
         @kopf.on.cleanup(registry=registry)

@@ -47,9 +47,6 @@ def test_worker_secret_reaches_its_worker_with_needed_rights(
     valid = validate_kubeconfig(text)  # raises on exec plugins, files, insecure TLS
     assert valid.server == integration_clusters.server(index)
     remote = config.new_client_from_config_dict(valid.document)
-    # It is the worker (not the manager) that answers: the namespace exists there with its uid.
-    worker_ns = client.CoreV1Api(integration_clusters.worker(index)).read_namespace(namespace)
-    assert client.CoreV1Api(remote).read_namespace(namespace).metadata.uid == worker_ns.metadata.uid
     workload = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Workload",
@@ -57,11 +54,16 @@ def test_worker_secret_reaches_its_worker_with_needed_rights(
         "spec": {"queueName": "user-queue", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}]},
     }
     objects = client.CustomObjectsApi(remote)
-    objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "workloads", workload)
+    created = objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "workloads", workload)
+    # It is the worker (not the manager) that answered: the copy is there, with that uid.
+    on_worker = client.CustomObjectsApi(integration_clusters.worker(index)).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "workloads", "probe"
+    )
+    assert on_worker["metadata"]["uid"] == created["metadata"]["uid"]
     objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, "workloads", "probe")
     batch = client.BatchV1Api(remote)
     assert batch.list_namespaced_job(namespace).items == []
-    # ...and nothing beyond what config/worker-access grants.
+    # ...and nothing beyond what config/worker-access grants (tests/dev/test_worker_access.py checks every verb).
     with pytest.raises(ApiException) as denied:
         client.CoreV1Api(remote).list_namespaced_secret("kueue-system")
     assert denied.value.status == 403

@@ -36,7 +36,7 @@ from multikueue.integrations.batchjob.job import (
     spec_of,
 )
 
-__all__ = ["mutate_job", "validate_job"]
+__all__ = ["WEBHOOKS", "mutate_job", "validate_job", "validate_job_update"]
 
 _DNS1123_SUBDOMAIN_MAX_LENGTH = 253
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -170,7 +170,7 @@ def validate_job(job: Job) -> list[str]:
     integer, ``job-min-parallelism`` is an integer between 1 and the pod count
     minus one, and ``job-completions-equal-parallelism`` is a boolean that,
     when true, needs an Indexed Job with ``completions == parallelism``.
-    Update rules (immutable queue while running, ...) are not covered.
+    The rules for updates are in :func:`validate_job_update`.
     """
     return [
         *_validate_object_name_labels(job),
@@ -180,10 +180,154 @@ def validate_job(job: Job) -> list[str]:
     ]
 
 
-def register(registry: kopf.OperatorRegistry, queue_has_multikueue_check: Callable[[str, str], bool | None]) -> None:
-    """Register the Job webhooks; ``queue_has_multikueue_check(namespace, queue) -> bool | None``."""
+def _immutable(path: str, new: Any, old: Any) -> list[str]:
+    """Go's ``ValidateImmutableField``: the new value is printed, an absent label as ``""``."""
+    return [] if new == old else [_invalid(path, new, "field is immutable")]
 
-    @kopf.on.mutate("batch", "v1", "jobs", operations=["CREATE"], registry=registry, id="job-defaults")
+
+def _suspended(job: Job) -> bool:
+    """Upstream's ``IsSuspended`` for Jobs: ``spec.suspend`` is true (no stopping subtleties)."""
+    return spec_of(job).get("suspend") is True
+
+
+def validate_job_update(old: Job, new: Job) -> list[str]:
+    """The reasons upstream's Job webhook refuses this update; ``[]`` when it is fine.
+
+    Besides the creation rules on the new Job (``job-min-parallelism`` only
+    when that annotation changed, as upstream), a Job that is running or being
+    started keeps what its admitted Workload was made from:
+
+    - the queue name cannot change (nor be removed) while the new Job is not
+      suspended: moving a running Job to another queue would run it on quota
+      it was never admitted to (upstream ``validateUpdateForQueueName``);
+    - the prebuilt Workload name cannot change while the new Job is not suspended;
+    - ``max-exec-time-seconds`` cannot change unless the Job stays suspended;
+    - with ``job-min-parallelism``, ``spec.parallelism`` cannot change while
+      the old Job was running (its admission counted those pods).
+
+    Not covered: upstream's "queue-name must not be empty in namespace with
+    default queue" (no default LocalQueue here), WorkloadPriorityClass and
+    elastic-Job rules (features this project does not have).
+    """
+    old_labels, new_labels = labels_of(old), labels_of(new)
+    new_suspended = _suspended(new)
+    errors = [*_validate_object_name_labels(new), *_validate_max_exec_time(new)]
+    if annotations_of(new).get(MIN_PARALLELISM_ANNOTATION) != annotations_of(old).get(MIN_PARALLELISM_ANNOTATION):
+        errors += _validate_partial_admission(new)
+    errors += _validate_sync_completions(new)
+    if not new_suspended:
+        key = Labels.QUEUE_NAME
+        errors += _immutable(f"metadata.labels[{key}]", new_labels.get(key, ""), old_labels.get(key, ""))
+        key = Labels.PREBUILT_WORKLOAD_NAME
+        errors += _immutable(f"metadata.labels[{key}]", new_labels.get(key, ""), old_labels.get(key, ""))
+    if not new_suspended or not _suspended(old):
+        key = Labels.MAX_EXEC_TIME_SECONDS
+        errors += _immutable(f"metadata.labels[{key}]", new_labels.get(key, ""), old_labels.get(key, ""))
+    if MIN_PARALLELISM_ANNOTATION in annotations_of(old) and not _suspended(old):
+        before, after = spec_of(old).get("parallelism"), spec_of(new).get("parallelism")
+        if (1 if before is None else before) != (1 if after is None else after):
+            errors.append(
+                "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the job is not suspended"
+            )
+    return errors
+
+
+# -- how the API server calls the webhooks ---------------------------------
+#
+# kopf serves the handlers below; the webhook configurations pointing at them
+# are written by ``multikueue.operator.webhook`` from these entries (kopf's
+# own generator cannot express the selectors). Each entry is a webhook of an
+# admissionregistration.k8s.io/v1 configuration without ``clientConfig`` and
+# ``namespaceSelector``, which the operator adds (URL path = the ``id``; the
+# namespace selector leaves out kube-system and the controller's namespace).
+#
+# Both fail closed (``failurePolicy: Fail``): a queued Job created while the
+# controller is down must not start unsuspended on the manager, so it is
+# refused and the client retries, as with upstream Kueue. What keeps a stopped
+# controller from blocking the rest of the cluster is the scope:
+#
+# - The mutating webhook only sees Jobs carrying the queue-name label
+#   (``objectSelector``). That is every Job it changes: suspending and
+#   defaulting ``managedBy`` are only for queued Jobs, since
+#   ``manageJobsWithoutQueueName`` is not supported (upstream's default, off).
+#   The MultiKueue ``managedBy`` defaulting is therefore unaffected. If
+#   ``manageJobsWithoutQueueName`` is ever supported, this selector must go
+#   (upstream then scopes by ``managedJobsNamespaceSelector`` instead).
+# - The validating webhook cannot use one label: Jobs bound to a prebuilt
+#   Workload, or carrying Kueue's other labels and annotations, are validated
+#   too. Its ``matchConditions`` (CEL, GA since Kubernetes 1.30) call it only
+#   for Jobs that carry one of Kueue's labels or annotations (before or after
+#   the change) and, for UPDATE, only when labels, annotations or the parallelism
+#   fields change: a finalizer or ownerReference update during garbage
+#   collection, a status write or a CronJob's Job never waits for it.
+
+MUTATING_WEBHOOK_ID = "job-defaults"
+VALIDATING_WEBHOOK_ID = "job-validation"
+
+_KUEUE_LABELS = (Labels.QUEUE_NAME, Labels.PREBUILT_WORKLOAD_NAME, Labels.MAX_EXEC_TIME_SECONDS)
+_KUEUE_ANNOTATIONS = (MIN_PARALLELISM_ANNOTATION, COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION)
+
+
+def _carries_kueue_keys(obj: str) -> str:
+    """CEL: ``obj`` (``object`` or ``oldObject``) exists and has one of Kueue's labels or annotations."""
+    labels = ", ".join(f"'{key}'" for key in _KUEUE_LABELS)
+    annotations = ", ".join(f"'{key}'" for key in _KUEUE_ANNOTATIONS)
+    return (
+        f"({obj} != null && ("
+        f"(has({obj}.metadata.labels) && [{labels}].exists(k, k in {obj}.metadata.labels)) || "
+        f"(has({obj}.metadata.annotations) && [{annotations}].exists(k, k in {obj}.metadata.annotations))))"
+    )
+
+
+def _differs(field: str) -> str:
+    """CEL: ``field`` (a path below the object) differs between ``oldObject`` and ``object``, absence included."""
+    new_has, old_has = f"has(object.{field})", f"has(oldObject.{field})"
+    return f"({new_has} != {old_has} || ({new_has} && object.{field} != oldObject.{field}))"
+
+
+_VALIDATED_ON_UPDATE = ("metadata.labels", "metadata.annotations", "spec.parallelism", "spec.completions", "spec.completionMode")
+
+WEBHOOKS: Mapping[str, tuple[dict[str, Any], ...]] = {
+    "mutating": (
+        {
+            "id": MUTATING_WEBHOOK_ID,
+            "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"], "operations": ["CREATE"]}],
+            "objectSelector": {"matchExpressions": [{"key": Labels.QUEUE_NAME, "operator": "Exists"}]},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+        },
+    ),
+    "validating": (
+        {
+            "id": VALIDATING_WEBHOOK_ID,
+            "rules": [
+                {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"], "operations": ["CREATE", "UPDATE"]}
+            ],
+            "matchConditions": [
+                {
+                    "name": "kueue-job",
+                    "expression": f"{_carries_kueue_keys('object')} || {_carries_kueue_keys('oldObject')}",
+                },
+                {
+                    "name": "create-or-validated-fields-changed",
+                    "expression": "request.operation != 'UPDATE' || "
+                    + " || ".join(_differs(field) for field in _VALIDATED_ON_UPDATE),
+                },
+            ],
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+        },
+    ),
+}
+
+
+def register(registry: kopf.OperatorRegistry, queue_has_multikueue_check: Callable[[str, str], bool | None]) -> None:
+    """Register the Job webhooks (:data:`WEBHOOKS` says when the API server calls them).
+
+    ``queue_has_multikueue_check(namespace, queue) -> bool | None``.
+    """
+
+    @kopf.on.mutate("batch", "v1", "jobs", operations=["CREATE"], registry=registry, id=MUTATING_WEBHOOK_ID)
     async def default_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         job = dict(body)
         queue = queue_name(job)
@@ -195,8 +339,13 @@ def register(registry: kopf.OperatorRegistry, queue_has_multikueue_check: Callab
                 continue
             patch.setdefault(path[0], {})[path[1]] = operation["value"]
 
-    @kopf.on.validate("batch", "v1", "jobs", operations=["CREATE", "UPDATE"], registry=registry, id="job-validation")
-    async def validate(body: kopf.Body, **_: Any) -> None:
-        errors = validate_job(dict(body))
+    @kopf.on.validate(
+        "batch", "v1", "jobs", operations=["CREATE", "UPDATE"], registry=registry, id=VALIDATING_WEBHOOK_ID
+    )
+    async def validate(body: kopf.Body, old: kopf.Body | None, operation: str | None, **_: Any) -> None:
+        if operation == "UPDATE" and old is not None:
+            errors = validate_job_update(dict(old), dict(body))
+        else:
+            errors = validate_job(dict(body))
         if errors:
             raise kopf.AdmissionError("; ".join(errors), code=422)

@@ -19,6 +19,13 @@ An :class:`Informer` is the single list + watch implementation of the project
 - **a free event loop**: the blocking client runs in a thread per watch and in
   the ``AsyncKube`` pool for listings; the store is only touched, and the
   handler only called, on the event loop, so neither needs a lock;
+- **one deep object breaks nothing**: Python's ``json`` gives up (``RecursionError``)
+  on JSON nested about a thousand levels deep, which the API server accepts
+  (up to 10,000) in kinds that keep unknown fields. Such a listing or watch
+  line is parsed again without recursion (:func:`loads`), so the other
+  objects of the kind, often other tenants', are still delivered; the deep
+  object is delivered too, whole, for its consumer to refuse and report
+  (the external-framework reconciler posts an Event on it);
 - **prompt, quiet stops**: :meth:`Informer.stop` shuts the watch socket down
   (requests also carry ``timeoutSeconds``, and the thread checks a flag
   between events), and nothing is delivered once ``stop`` was called;
@@ -37,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import re
 import socket
 import threading
 import time
@@ -265,7 +273,7 @@ class Informer:
             if failures:
                 await asyncio.sleep(self._delay(failures))
             try:
-                listed = await self.kube.list_all(self.ref, self.label_selector)
+                listed = await self.kube.list_all(self.ref, self.label_selector, decode=loads)
             except Exception as exc:  # noqa: BLE001 - network errors come in many types
                 failures += 1
                 self._list_failed(exc, failures)
@@ -388,7 +396,7 @@ class Informer:
                         return _End("stopped")
                     if not line.strip():
                         continue
-                    event = json.loads(line)  # the one parse of this object
+                    event = loads(line)  # the one parse of this object
                     event_type, obj = event.get("type"), event.get("object") or {}
                     if event_type == "ERROR":
                         if obj.get("code") == 410:
@@ -424,6 +432,91 @@ class Informer:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+# -- JSON of any depth ------------------------------------------------------------------
+
+_TOKEN = re.compile(r'[ \t\r\n]*(?:(")|([{}\[\],:])|(-?[0-9]+)([.eE][-+.eE0-9]*)?|(true|false|null))')
+_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
+
+
+def loads(data: str | bytes) -> Any:
+    """``json.loads``, falling back to :func:`loads_deep` when the document nests too deeply for it.
+
+    The fallback is logged: it means an object nested about a thousand
+    levels deep (see the module docstring).
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+        log.warning("JSON nested too deeply for the fast parser: parsed without recursion; "
+                    "its consumer reports the deep object", size=len(text))
+        return loads_deep(text)
+
+
+def loads_deep(text: str) -> Any:
+    """Parse one JSON document of any nesting depth, with an explicit stack instead of recursion.
+
+    Slower than ``json.loads`` (a few MB/s), so used only when that fails;
+    strings are decoded by ``json``'s own scanner. ``ValueError`` on input it
+    cannot make sense of; it is lenient about misplaced commas and colons
+    (its input comes from the API server, which writes valid JSON).
+    """
+    stack: list[list[Any]] = []  # frames: [container, pending key of a map]
+    root: Any = None
+    have_root = False
+    pos, end = 0, len(text)
+
+    def emit(value: Any) -> None:
+        nonlocal root, have_root
+        if not stack:
+            if have_root:
+                raise ValueError(f"extra data at {pos}")
+            root, have_root = value, True
+            return
+        frame = stack[-1]
+        container = frame[0]
+        if type(container) is list:
+            container.append(value)
+        elif frame[1] is None:
+            raise ValueError(f"a map key must be a string at {pos}")
+        else:
+            container[frame[1]] = value
+            frame[1] = None
+
+    while True:
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            if text[pos:].strip():
+                raise ValueError(f"invalid JSON at {pos}")
+            break
+        pos = match.end()
+        if match.group(1):
+            value, pos = json.decoder.scanstring(text, pos)  # type: ignore[attr-defined]
+            if stack and type(stack[-1][0]) is dict and stack[-1][1] is None:
+                stack[-1][1] = value
+            else:
+                emit(value)
+        elif punct := match.group(2):
+            if punct == "{":
+                stack.append([{}, None])
+            elif punct == "[":
+                stack.append([[], None])
+            elif punct in "}]":
+                if not stack:
+                    raise ValueError(f"unbalanced {punct!r} at {pos}")
+                emit(stack.pop()[0])
+        elif match.group(3) is not None:
+            fraction = match.group(4)
+            emit(float(match.group(3) + fraction) if fraction else int(match.group(3)))
+        else:
+            emit(_LITERALS[match.group(5)])
+        if pos >= end:
+            break
+    if stack or not have_root:
+        raise ValueError("the JSON document ends early")
+    return root
 
 
 def _hint(status: int | None) -> str:

@@ -78,8 +78,9 @@ class AsyncKube:
         body: Any = None,
         content_type: str | None = None,
         query: list[tuple[str, str]] | None = None,
+        decode: Callable[[bytes], Any] = json.loads,
     ) -> Any:
-        """One request through the client's auth and connection pool; JSON in, JSON out."""
+        """One request through the client's auth and connection pool; JSON in, JSON out (read by ``decode``)."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -95,18 +96,23 @@ class AsyncKube:
         response.read()
         if not 200 <= response.status <= 299:
             raise ApiException(http_resp=response)
-        return json.loads(response.data) if response.data else None
+        return decode(response.data) if response.data else None
 
     async def discover(self, group: str, version: str) -> dict[str, Any]:
         """The API server's resource list for ``group/version`` (discovery); 404 when not served."""
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         return await self.call(self._request, "GET", path)  # type: ignore[no-any-return]
 
-    async def list_all(self, ref: ResourceRef, label_selector: str = "") -> dict[str, Any]:
-        """The list response for ``ref`` across all namespaces, ``metadata.resourceVersion`` included."""
+    async def list_all(
+        self, ref: ResourceRef, label_selector: str = "", *, decode: Callable[[bytes], Any] = json.loads
+    ) -> dict[str, Any]:
+        """The list response for ``ref`` across all namespaces, ``metadata.resourceVersion`` included.
+
+        ``decode`` parses the body (the informer's parser copes with any nesting depth).
+        """
         query = [("labelSelector", label_selector)] if label_selector else []
         path = self._path(ResourceRef(ref.group, ref.version, ref.plural, False), None)
-        return await self.call(self._request, "GET", path, None, None, query)  # type: ignore[no-any-return]
+        return await self.call(self._request, "GET", path, None, None, query, decode)  # type: ignore[no-any-return]
 
     def open_watch(self, ref: ResourceRef, *, resource_version: str, label_selector: str, timeout_seconds: int) -> Any:
         """Start a watch of ``ref`` across all namespaces; the raw response to read lines from (blocking: call it from a thread)."""

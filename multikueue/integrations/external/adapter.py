@@ -21,6 +21,12 @@ Every method is pure. Evaluation failures raise
 :class:`~multikueue.integrations.external.cel.CelEvaluationError` (a ValueError whose text
 starts with ``externalFrameworks[<name>].<field>:``); callers log them and
 retry on the next event rather than guessing.
+
+Objects are tenants' data: every method that copies, patches or evaluates
+one first checks it is within :data:`~multikueue.integrations.external.cel.MAX_DEPTH`
+and :data:`~multikueue.integrations.external.cel.MAX_SIZE` (:meth:`GenericAdapter.check`),
+so a hostile object gives a ``CelEvaluationError`` with ``bounded=True``
+naming it, never a ``RecursionError`` from a copy or a merge patch.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from multikueue.integrations.external.cel import CelEvaluationError, CelInput, CelProgram, cel_input
+from multikueue.integrations.external.cel import CelEvaluationError, CelInput, CelProgram, cel_input, check_object
 from multikueue.integrations.external.entries import (
     DEFAULT_PRIORITY_CLASS,
     DEFAULT_QUEUE_NAME,
@@ -87,6 +93,10 @@ class GenericAdapter:
     def __repr__(self) -> str:
         return f"GenericAdapter({self.gvk}, plural={self.ref.plural})"
 
+    def check(self, obj: Mapping[str, Any]) -> None:
+        """:class:`CelEvaluationError` (``bounded=True``) when ``obj`` is too deep or too large to handle."""
+        check_object(obj, self._where)
+
     # --- the Adapter protocol -----------------------------------------------------------------
 
     def managed_by_multikueue(self, obj: Mapping[str, Any]) -> bool:
@@ -129,6 +139,7 @@ class GenericAdapter:
            two labels: a patch may not detach the copy from its Workload or
            its manager.
         """
+        self.check(obj)
         metadata = obj.get("metadata") or {}
         copy_: dict[str, Any] = {
             "apiVersion": self.api_version,
@@ -178,6 +189,8 @@ class GenericAdapter:
         the manager's object is never started locally, so there is no state
         where its status must wait.
         """
+        self.check(remote)
+        self.check(local)
         patch: dict[str, Any] = {}
         for path in self.framework.status_sync:
             wanted, current = path.get(remote), path.get(local)  # absent and null are the same here
@@ -245,7 +258,7 @@ class GenericAdapter:
         finished, succeeded = self.framework.finished, self.framework.succeeded
         if finished is None:
             return False, False
-        data = cel_input(obj)
+        data = cel_input(obj, self._where)
         if not _test(finished, data):
             return False, False
         return True, True if succeeded is None else _test(succeeded, data)

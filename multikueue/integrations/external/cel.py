@@ -22,12 +22,31 @@ float, bool, None). A wrong result type, or any evaluation error, raises
 :class:`CelEvaluationError` naming the entry and field; ``missing`` on it tells
 a missing key or list item (``no such key 'status'``) apart from other errors,
 so callers can treat an absent field as "not yet" where that makes sense.
+
+Objects come from tenants, so neither the conversion nor the evaluation is
+unbounded (measured in ``tests/integrations/external/test_cel_bounds.py``):
+
+- an object is converted only up to :data:`MAX_DEPTH` levels of nesting and
+  :data:`MAX_SIZE` (about its JSON size in bytes); beyond, the conversion
+  stops with a :class:`CelEvaluationError` (``bounded=True``) naming the
+  object, instead of a ``RecursionError`` or minutes of copying;
+- each evaluation has a budget of :data:`MAX_STEPS` interpreter steps (each
+  AST node visited, each comprehension item bound) and :data:`MAX_SECONDS`
+  of wall-clock time, checked inside celpy's interpreter (celpy has no cost
+  limit of its own). An expression quadratic in a tenant's list (an
+  ``exists`` inside an ``exists``) stops there with a clear error, in a
+  fraction of a second, instead of running for tens of seconds. Because the
+  check runs inside the interpreter, a thread evaluating it really ends at
+  the budget: nothing is left running behind an abandoned result. Entries'
+  expressions are written by the platform admin, so no expression is refused
+  at load for its shape; the budget is what bounds them on tenant data.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,9 +57,14 @@ import celpy
 import lark
 from celpy import celtypes
 from celpy.celparser import CELParseError, DumpAST
+from celpy.evaluation import Evaluator
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_SECONDS",
+    "MAX_SIZE",
+    "MAX_STEPS",
     "SAMPLE_OBJECT",
     "CelCompileError",
     "CelEvaluationError",
@@ -48,6 +72,8 @@ __all__ = [
     "CelProgram",
     "ResultType",
     "cel_input",
+    "check_object",
+    "object_label",
     "compile_cel",
     "a_type",
     "type_name",
@@ -61,6 +87,19 @@ SAMPLE_OBJECT: Final[dict[str, Any]] = {
     "spec": {},
     "status": {},
 }
+
+#: Deepest nesting of an object's JSON that is converted or handled (Kubernetes objects nest about 10 deep).
+MAX_DEPTH: Final = 100
+#: Largest object handled, in (roughly) bytes of its JSON: etcd's default object limit is 1.5 MB.
+MAX_SIZE: Final = 3 * 1024 * 1024
+#: Interpreter steps one evaluation may take: celpy runs about 30,000 a second on one core here, so this is
+#: under a second; the catalog's expressions take tens of steps (Tekton's ``finished`` on 5 conditions: 28).
+MAX_STEPS: Final = 20_000
+#: Wall-clock time one evaluation may take, whatever the steps: the backstop on a slow or busy machine,
+#: where the steps alone could take longer (a linear pass over 1,000 items took 0.55 s at load 7 on 2 cores).
+MAX_SECONDS: Final = 2.0
+#: The deadline is read once per this many steps (reading the clock costs more than a step).
+_CLOCK_EVERY: Final = 256
 
 #: Raises ValueError with a message when a result has the right type but the wrong shape.
 Validator = Callable[[Any], None]
@@ -90,7 +129,9 @@ class CelEvaluationError(ValueError):
     ``externalFrameworks[PipelineRun.v1.tekton.dev].finished: no such key 'conditions' in object.status.conditions``.
     """
 
-    def __init__(self, where: str, message: str, *, missing: bool = False, undeclared: bool = False) -> None:
+    def __init__(
+        self, where: str, message: str, *, missing: bool = False, undeclared: bool = False, bounded: bool = False
+    ) -> None:
         super().__init__(f"{where}: {message}")
         self.where = where
         self.message = message
@@ -98,6 +139,8 @@ class CelEvaluationError(ValueError):
         self.missing = missing
         #: The expression uses a name or function that does not exist (never data-dependent).
         self.undeclared = undeclared
+        #: The object or the evaluation went past a bound (depth, size, steps, time): the object is at fault.
+        self.bounded = bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,30 +150,112 @@ class CelInput:
     value: Any
 
 
-def cel_input(obj: Mapping[str, Any]) -> CelInput:
-    """Convert a JSON object once for any number of :meth:`CelProgram.evaluate` calls."""
-    return CelInput(_to_cel(obj))
+def object_label(obj: Any) -> str:
+    """``Kind namespace/name`` of an object, for messages (whatever the object holds)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    name = "/".join(str(part)[:253] for part in (meta.get("namespace"), meta.get("name")) if part)
+    return f"{kind if isinstance(kind, str) else 'object'} {name or '(unnamed)'}"
+
+
+def check_object(obj: Any, where: str) -> None:
+    """Raise :class:`CelEvaluationError` (``bounded=True``) when ``obj`` nests deeper than
+    :data:`MAX_DEPTH` or is larger than :data:`MAX_SIZE`.
+
+    Iterative, so it cannot itself overflow the stack; callers run it before
+    any recursive handling (copies, merge patches, serialisation) of a
+    tenant's object.
+    """
+    size = 0
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        kind = type(value)
+        if kind is str:
+            size += len(value) + 2
+        elif kind is dict or kind is list or kind is tuple or isinstance(value, Mapping):
+            if depth > MAX_DEPTH:
+                raise _too_deep(obj, where)
+            if kind is dict or isinstance(value, Mapping):
+                for key, item in value.items():
+                    size += len(key) + 4 if type(key) is str else 8
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+            size += 2
+        else:
+            size += 8
+        if size > MAX_SIZE:
+            raise _too_large(obj, where)
+
+
+def _too_deep(obj: Any, where: str) -> CelEvaluationError:
+    return CelEvaluationError(
+        where, f"{object_label(obj)} nests deeper than {MAX_DEPTH} levels; it is not handled: flatten it", bounded=True
+    )
+
+
+def _too_large(obj: Any, where: str) -> CelEvaluationError:
+    return CelEvaluationError(
+        where, f"{object_label(obj)} is larger than {MAX_SIZE / (1024 * 1024):g} MiB; it is not handled: make it smaller", bounded=True
+    )
+
+
+def cel_input(obj: Mapping[str, Any], where: str = "object") -> CelInput:
+    """Convert a JSON object once for any number of :meth:`CelProgram.evaluate` calls.
+
+    :class:`CelEvaluationError` (``bounded=True``, prefixed with ``where``)
+    when the object is deeper than :data:`MAX_DEPTH` or larger than :data:`MAX_SIZE`.
+    """
+    budget = [MAX_SIZE]
+    try:
+        return CelInput(_to_cel(obj, MAX_DEPTH, budget))
+    except _TooDeep:
+        raise _too_deep(obj, where) from None
+    except _TooLarge:
+        raise _too_large(obj, where) from None
+    except RecursionError:  # a Mapping type that nests on its own; cannot happen with JSON
+        raise _too_deep(obj, where) from None
+
+
+class _TooDeep(Exception):
+    pass
+
+
+class _TooLarge(Exception):
+    pass
 
 
 _new_str = str.__new__
 
 
-def _to_cel(value: Any) -> Any:
-    """JSON to celpy values, as ``celpy.json_to_cel`` but about 3 times faster.
+def _to_cel(value: Any, depth: int, budget: list[int]) -> Any:
+    """JSON to celpy values, as ``celpy.json_to_cel`` but about 3 times faster, and bounded.
 
     Conversion is most of the cost of an evaluation on a large object, and
     every value of a Kubernetes object is a str, dict, list, int, bool, float
     or None: exact types are tested first, strings (the bulk) are built
     without ``StringType``'s argument checks, maps are filled without
     ``MapType``'s per-key checks (JSON keys are unique strings already).
+    ``depth`` is how many more levels of maps and lists may follow;
+    ``budget[0]`` the bytes (roughly, as :func:`check_object` counts) still allowed.
     """
     kind = type(value)
     if kind is str:
+        budget[0] -= len(value)
+        if budget[0] < 0:
+            raise _TooLarge
         return _new_str(celtypes.StringType, value)
     if kind is dict:
-        return _map_to_cel(value)
+        return _map_to_cel(value, depth, budget)
     if kind is list or kind is tuple:
-        return celtypes.ListType([_to_cel(item) for item in value])
+        if depth <= 0:
+            raise _TooDeep
+        budget[0] -= 8 * len(value) + 2  # each item counted as at least a number's 8 bytes
+        if budget[0] < 0:
+            raise _TooLarge
+        return celtypes.ListType([_to_cel(item, depth - 1, budget) for item in value])
     if kind is bool:
         return celtypes.BoolType(value)
     if kind is int:
@@ -140,14 +265,25 @@ def _to_cel(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, Mapping):  # e.g. kopf's Body
-        return _map_to_cel(value)
+        return _map_to_cel(value, depth, budget)
     return celpy.json_to_cel(value)
 
 
-def _map_to_cel(value: Mapping[Any, Any]) -> Any:
+def _map_to_cel(value: Mapping[Any, Any], depth: int, budget: list[int]) -> Any:
+    if depth <= 0:
+        raise _TooDeep
+    budget[0] -= 2
     out = celtypes.MapType()
     for key, item in value.items():
-        dict.__setitem__(out, _new_str(celtypes.StringType, key) if type(key) is str else _to_cel(key), _to_cel(item))
+        budget[0] -= 12  # the key's quotes and colon, the value counted as at least 8 bytes
+        if type(key) is str:
+            budget[0] -= len(key)
+            cel_key = _new_str(celtypes.StringType, key)
+        else:
+            cel_key = _to_cel(key, depth - 1, budget)
+        dict.__setitem__(out, cel_key, _to_cel(item, depth - 1, budget))
+    if budget[0] < 0:
+        raise _TooLarge
     return out
 
 
@@ -215,20 +351,31 @@ class CelProgram:
         return value
 
     def run(self, obj: Mapping[str, Any] | CelInput) -> Any:
-        """Evaluate without the type check or the constant cache (the benchmark measures this)."""
-        activation = {"object": (obj if isinstance(obj, CelInput) else cel_input(obj)).value}
+        """Evaluate without the type check or the constant cache (the benchmark measures this).
+
+        Every failure, whatever its type (celpy lets plain Python errors
+        through, a ``RecursionError`` on a deep result, a ``MemoryError``), and
+        the budget running out, raise :class:`CelEvaluationError`.
+        """
+        activation = {"object": (obj if isinstance(obj, CelInput) else cel_input(obj, self.where)).value}
+        budget = _Budget(MAX_STEPS, time.monotonic() + MAX_SECONDS)
         try:
-            result = self._runner.evaluate(activation)
+            evaluator = _BudgetedEvaluator(self._runner.ast, self._runner.new_activation(), budget)
+            result = evaluator.evaluate(activation)
             return _to_python(result)
+        except _OverBudget as over:
+            raise CelEvaluationError(self.where, str(over), bounded=True) from None
         except celpy.CELEvalError as err:
             message, missing, undeclared = _describe(err)
             raise CelEvaluationError(self.where, message, missing=missing, undeclared=undeclared) from None
         except _NotJson as err:
             raise CelEvaluationError(self.where, str(err)) from None
         except RecursionError:
-            raise CelEvaluationError(self.where, "the expression nests too deeply") from None
+            raise CelEvaluationError(self.where, "the expression or its result nests too deeply", bounded=True) from None
+        except MemoryError:
+            raise CelEvaluationError(self.where, "out of memory evaluating the expression on this object", bounded=True) from None
         except Exception as exc:  # celpy raises plain Python errors for some bad operands
-            raise CelEvaluationError(self.where, f"{type(exc).__name__}: {exc}") from None
+            raise CelEvaluationError(self.where, f"{type(exc).__name__}: {str(exc)[:300]}") from None
 
     def _check(self, value: Any) -> None:
         if not isinstance(value, _PYTHON_TYPES[self.result_type]):
@@ -255,6 +402,62 @@ class CelProgram:
             except CelEvaluationError as err:
                 raise CelCompileError(err.message) from None
             self._constant = value
+
+
+class _OverBudget(BaseException):
+    """The evaluation's budget ran out.
+
+    A BaseException so that nothing inside celpy (which catches ``Exception``
+    in places, and logs the operands) swallows or logs it on the way out.
+    """
+
+
+class _Budget:
+    """Steps left and the deadline of one evaluation, shared by the evaluator and its nested ones."""
+
+    __slots__ = ("deadline", "steps", "taken")
+
+    def __init__(self, steps: int, deadline: float) -> None:
+        self.steps = steps
+        self.deadline = deadline
+        self.taken = 0
+
+    def spend(self) -> None:
+        self.taken += 1
+        if self.taken > self.steps:
+            raise _OverBudget(
+                f"the evaluation took more than {self.steps} steps on this object and was stopped "
+                "(is an expression nested over a long list of the object?)"
+            )
+        if self.taken % _CLOCK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise _OverBudget(
+                f"the evaluation took longer than {MAX_SECONDS:g} s on this object and was stopped "
+                "(is an expression nested over a long list of the object?)"
+            )
+
+
+class _BudgetedEvaluator(Evaluator):
+    """celpy's interpreter, spending one step of the budget per node visited and per comprehension item.
+
+    Comprehensions (``exists``, ``all``, ``map``, ``filter``) evaluate their
+    body with a nested evaluator per item; :meth:`sub_evaluator` makes those
+    share the budget, so nesting cannot escape it.
+    """
+
+    def __init__(self, ast: lark.Tree, activation: Any, budget: _Budget) -> None:
+        super().__init__(ast, activation)
+        self._budget = budget
+
+    def visit(self, tree: lark.Tree) -> Any:
+        self._budget.spend()
+        return super().visit(tree)
+
+    def evaluate(self, context: Any = None) -> Any:
+        self._budget.spend()
+        return super().evaluate(context)
+
+    def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
+        return _BudgetedEvaluator(ast, self.activation, self._budget)
 
 
 def compile_cel(

@@ -8,10 +8,21 @@ finished, release a worker copy's hold once its prebuilt Workload is
 admitted. Each watched kind is an :class:`~multikueue.integrations.base.Integration`
 in the controller's :class:`~multikueue.integrations.registry.IntegrationSet`,
 so the MultiKueue check dispatches it like a Job.
+
+The objects are tenants' data, so deciding about one is fenced in: the
+decision runs in a thread (the entries' CEL evaluations take up to
+:data:`~multikueue.integrations.external.cel.MAX_SECONDS` each on a hostile
+object; the event loop keeps serving everything else meanwhile), within
+:data:`DECIDE_SECONDS` after which its result is abandoned, and any failure
+on the object's data (an expression failing, an object too deep or too
+large, a ``RecursionError``) is reported on that object as a Warning Event
+``InvalidExternalFramework``, once per resourceVersion, while the kind's
+other objects are processed as usual.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +59,11 @@ ObjectListener = Callable[[GenericAdapter, Mapping[str, Any]], None]
 
 
 PREBUILT_INDEX = "prebuilt"
+#: Longest a decision about one object may take before its result is abandoned (it evaluates up to three
+#: expressions of at most ``cel.MAX_SECONDS`` each; the thread ends by the CEL budget, not by this).
+DECIDE_SECONDS = 10.0
+#: Reason of the Warning Event on an object that cannot be handled.
+INVALID = "InvalidExternalFramework"
 
 
 @dataclass
@@ -86,6 +102,8 @@ class ExternalReconciler:
         self.watches: dict[str, FrameworkWatch] = {}
         self._specs: dict[str, Any] = {}
         self._listeners: list[ObjectListener] = []
+        #: (kind, namespace, name) -> resourceVersion already reported invalid (one Event per version).
+        self._reported: dict[QueueKey, str] = {}
         self.queue: WorkQueue[QueueKey] = WorkQueue(
             "external",
             self._handle,
@@ -120,6 +138,8 @@ class ExternalReconciler:
         def changed(event_type: str, obj: dict[str, Any]) -> None:
             if event_type != DELETED:
                 self._changed(adapter, obj)
+            else:
+                self._reported.pop((adapter.gvk, *_key(obj)), None)
 
         informer = Informer(self.kube, adapter.ref, changed, indexers={PREBUILT_INDEX: _prebuilt_keys}, cluster="local")
         self.watches[adapter.gvk] = FrameworkWatch(adapter, informer)
@@ -132,12 +152,28 @@ class ExternalReconciler:
             await watch.informer.stop()
 
     def start(self) -> None:
-        self.queue.start()
+        """Start reconciling (this replica leads), beginning with every object the watches hold.
 
-    async def stop(self) -> None:
+        While stopped the watches kept their objects current but the queue
+        dropped their changes, so each one is looked at again now.
+        """
+        self.queue.start()
+        for watch in self.watches.values():
+            for obj in list(watch.informer.store.objects.values()):
+                namespace, name = _key(obj)
+                self.queue.add((watch.adapter.gvk, namespace, name))
+
+    async def stop(self, *, watches: bool = True) -> None:
+        """Stop reconciling; ``watches=False`` (leadership lost) keeps the watches for a later :meth:`start`.
+
+        The watches only read the local cluster; the kinds they serve stay
+        known to the MultiKueue check, and a standby that takes over starts
+        from current objects.
+        """
         await self.queue.stop()
-        for name in list(self.watches):
-            await self._stop(name)
+        if watches:
+            for name in list(self.watches):
+                await self._stop(name)
 
     # -- reconciling ----------------------------------------------------------------------
 
@@ -186,13 +222,13 @@ class ExternalReconciler:
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         wl = self.cache.workload((namespace, external.workload_name(adapter, obj)))
         try:
-            priority_class = adapter.priority_class(obj)
+            priority_class = await self._off_loop(_checked_priority_class, adapter, obj)
             priority = self.cache.priority_class_value(priority_class) if priority_class else None
-            action = external.decide(adapter, obj, wl, priority=priority, now=utcnow())
-        except (CelEvaluationError, ValueError) as exc:
-            log.warning("external object not handled", framework=adapter.gvk, object=f"{namespace}/{name}", error=str(exc))
-            self._object_event(adapter, obj, "Warning", "InvalidExternalFramework", str(exc))
+            action = await self._off_loop(external.decide, adapter, obj, wl, priority=priority, now=utcnow())
+        except Exception as exc:  # noqa: BLE001 - tenant data: whatever it makes fail is reported on it
+            self._invalid(adapter, obj, exc)
             return
+        self._reported.pop((adapter.gvk, namespace, name), None)
         if action.step is external.ExternalStep.NONE:
             return
         kube = self.kube
@@ -218,10 +254,41 @@ class ExternalReconciler:
             return
         log.info("external object reconciled", framework=adapter.gvk, object=f"{namespace}/{name}", step=action.step.value, message=action.message)
 
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn`` in a thread, its result abandoned after :data:`DECIDE_SECONDS` (TimeoutError)."""
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), DECIDE_SECONDS)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"deciding about this object took longer than {DECIDE_SECONDS:g} s; abandoned") from None
+
+    def _invalid(self, adapter: GenericAdapter, obj: Mapping[str, Any], exc: BaseException) -> None:
+        """Log and post a Warning Event on ``obj`` for ``exc``, once per resourceVersion; nothing is done for it."""
+        meta = obj.get("metadata") or {}
+        namespace, name, version = meta.get("namespace", ""), meta.get("name", ""), str(meta.get("resourceVersion") or "")
+        key = (adapter.gvk, namespace, name)
+        if version and self._reported.get(key) == version:
+            return
+        self._reported[key] = version
+        expected = isinstance(exc, CelEvaluationError | ValueError | TimeoutError)
+        message = str(exc) if expected else f"{type(exc).__name__} on this object: {str(exc)[:300]}"
+        message = message[:1000]
+        (log.warning if expected else log.error)(
+            "external object not handled: fix the object or the entry; it is looked at again when either changes",
+            framework=adapter.gvk, object=f"{namespace}/{name}", resource_version=version,
+            error_type=type(exc).__name__, error=message,
+        )
+        self._object_event(adapter, obj, "Warning", INVALID, message)
+
     def _object_event(self, adapter: GenericAdapter, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
         ref = ObjectRef(adapter.api_version, adapter.kind, meta.get("namespace"), meta.get("name", ""), str(meta.get("uid") or ""))
         self.events.record(ref, type_, reason, message)
+
+
+def _checked_priority_class(adapter: GenericAdapter, obj: Mapping[str, Any]) -> str | None:
+    """The object within bounds (else ``CelEvaluationError``), then its priority class name."""
+    adapter.check(obj)
+    return adapter.priority_class(obj)
 
 
 def _key(obj: Mapping[str, Any]) -> ObjectKey:

@@ -119,7 +119,10 @@ def decide(
     """What to do for one object of an external framework, given its Workload (or None).
 
     Raises :class:`~multikueue.integrations.external.cel.CelEvaluationError` when an
-    entry's expression cannot be evaluated on this object; the caller reports it.
+    entry's expression cannot be evaluated on this object, also when the object is
+    too deep or too large or an evaluation runs out of its budget (``bounded``);
+    the caller reports it on the object. CPU-bound on hostile objects for up to
+    the CEL budget per expression: the reconciler calls it in a thread.
     """
     if _meta(obj).get("deletionTimestamp"):
         return ExternalAction(ExternalStep.NONE)

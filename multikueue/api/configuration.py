@@ -95,8 +95,23 @@ class MultiKueueSettings(_Section):
     worker_lost_timeout: timedelta = Field(default=timedelta(minutes=15))
     dispatcher_name: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
     external_frameworks: list[ExternalFramework] = Field(default_factory=list)
+    #: Directory under which ``locationType: Path`` kubeconfigs may lie (symlinks
+    #: resolved); unset refuses Path kubeconfigs. Our extension: upstream gates
+    #: the same check behind its MultiKueueKubeConfigPathValidation feature.
+    kube_config_path_prefix: str | None = None
+    #: Health probe of connected workers (GET /readyz); our extension.
+    worker_probe_interval: timedelta = Field(default=timedelta(seconds=2))
+    worker_probe_timeout: timedelta = Field(default=timedelta(seconds=2))
+    worker_probe_failures: int = Field(default=2, ge=1)
 
-    @field_validator("gc_interval", "worker_lost_timeout", mode="before")
+    @field_validator("worker_probe_interval", "worker_probe_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value.total_seconds() <= 0:
+            raise ValueError("must be a positive duration such as 2s")
+        return value
+
+    @field_validator("gc_interval", "worker_lost_timeout", "worker_probe_interval", "worker_probe_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value) if isinstance(value, (str, int, float)) else value

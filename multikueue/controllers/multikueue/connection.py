@@ -11,6 +11,16 @@ they list again. A job kind the worker does not serve yet (403/404/429: a CRD
 being set up, missing RBAC) only leaves that kind out of ``watched``. A failed
 first connection is retried with exponential backoff and jitter (tenacity); a
 changed Secret reconnects with the new kubeconfig.
+
+The kubeconfig is validated and the client built from the validated values
+only (:mod:`multikueue.runtime.kubeconfig`), off the event loop and after a
+size check, so a hostile or huge Secret can neither smuggle a file, a program
+or a skipped TLS check in nor stall the controller. While connected, a probe
+(``GET /readyz`` with a short timeout, every few seconds, in the session's
+executor) notices a worker apiserver that holds connections open but no longer
+answers (a frozen process) long before a watch would time out: after
+``probe_failures`` misses in a row the worker is inactive, and the first answer
+makes it active again.
 """
 
 from __future__ import annotations
@@ -20,16 +30,23 @@ import base64
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import structlog
 import tenacity
-from kubernetes import client, config
+from kubernetes import client
 from pydantic import ValidationError
 
 from multikueue.api.meta import utcnow
-from multikueue.runtime.kubeconfig import REASON_BAD_CONFIG, KubeconfigError, validate_kubeconfig
+from multikueue.api.configuration import MultiKueueSettings
+from multikueue.runtime.kubeconfig import (
+    MAX_KUBECONFIG_BYTES,
+    REASON_BAD_CONFIG,
+    KubeconfigError,
+    allowed_kubeconfig_path,
+    client_configuration,
+    validate_kubeconfig,
+)
 from multikueue.api import Workload
 from multikueue.api.constants import Labels, MultiKueue, MultiKueueClusterReason
 from multikueue.api.multikueue import LocationType, MultiKueueCluster
@@ -47,6 +64,32 @@ WATCH_SECONDS = 60
 #: Longest pause between two listings of a job kind the worker does not serve yet.
 JOB_KIND_BACKOFF_MAX = 15.0
 ObjectKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """How worker connections are checked; the defaults detect a frozen worker within about 6 s.
+
+    A probe starts every ``probe_interval`` seconds (at once after a probe
+    that took longer); a worker missing ``probe_failures`` probes in a row,
+    each allowed ``probe_timeout`` seconds, is inactive: at most
+    interval + failures x timeout after it stopped answering.
+    """
+
+    #: Directory under which ``locationType: Path`` kubeconfigs may lie; None refuses them.
+    path_prefix: str | None = None
+    probe_interval: float = 2.0
+    probe_timeout: float = 2.0
+    probe_failures: int = 2
+
+    @classmethod
+    def from_settings(cls, settings: MultiKueueSettings) -> "ConnectionSettings":
+        return cls(
+            path_prefix=settings.kube_config_path_prefix,
+            probe_interval=settings.worker_probe_interval.total_seconds(),
+            probe_timeout=settings.worker_probe_timeout.total_seconds(),
+            probe_failures=settings.worker_probe_failures,
+        )
 
 
 
@@ -74,6 +117,9 @@ class _Session:
     kube: AsyncKube
     workloads: Informer | None = None
     jobs: dict[ResourceRef, Informer] = field(default_factory=dict)
+    #: Set while the worker's apiserver misses its health probes.
+    unresponsive: "RemoteUnavailable | None" = None
+    probe: asyncio.Task[None] | None = None
 
     def informers(self) -> list[Informer]:
         return [i for i in (self.workloads, *self.jobs.values()) if i is not None]
@@ -86,13 +132,13 @@ class RemoteCluster:
     name: str
     spec: MultiKueueCluster
     origin: str
-    #: Where Secrets are read (the controller namespace) and files (a prefix).
+    #: Where Secrets are read (the controller namespace).
     namespace: str
     manager: AsyncKube
     job_refs: list[ResourceRef]
     on_change: Callable[["RemoteCluster", str, dict[str, Any] | None], None]
     on_state: Callable[["RemoteCluster"], None]
-    path_prefix: str | None = None
+    settings: ConnectionSettings = field(default_factory=ConnectionSettings)
     state: ConnectionState = field(default_factory=ConnectionState)
     kube: AsyncKube | None = None
     workloads: dict[ObjectKey, Workload] = field(default_factory=dict)
@@ -139,55 +185,63 @@ class RemoteCluster:
         if source is None:
             raise RemoteUnavailable(REASON_BAD_CONFIG, "spec.clusterSource.kubeConfig is not set")
         if source.location_type == LocationType.PATH:
-            path = Path(source.location)
-            if self.path_prefix is None or not str(path.resolve()).startswith(str(Path(self.path_prefix).resolve())):
-                raise RemoteUnavailable(
-                    REASON_BAD_CONFIG,
-                    f"kubeconfig path {source.location!r} is not under the allowed prefix {self.path_prefix!r}",
-                )
-            try:
-                text = path.read_text()
-            except OSError as exc:
-                raise RemoteUnavailable(REASON_BAD_CONFIG, f"cannot read kubeconfig file {path}: {exc.strerror}") from None
-            return text, str(path.stat().st_mtime_ns)
+            return await asyncio.to_thread(self._read_file, source.location)
+        where = f"Secret {self.namespace}/{source.location}"
         secret = await self.manager.get_or_none(SECRETS, self.namespace, source.location)
         if secret is None:
-            raise RemoteUnavailable(
-                REASON_BAD_CONFIG, f"Secret {self.namespace}/{source.location} not found"
-            )
+            raise RemoteUnavailable(REASON_BAD_CONFIG, f"{where} not found")
         data = (secret.get("data") or {}).get(MultiKueue.KUBECONFIG_SECRET_KEY)
         if not data:
+            raise RemoteUnavailable(REASON_BAD_CONFIG, f"{where} has no key {MultiKueue.KUBECONFIG_SECRET_KEY!r}")
+        if len(data) * 3 // 4 > MAX_KUBECONFIG_BYTES:
             raise RemoteUnavailable(
                 REASON_BAD_CONFIG,
-                f"Secret {self.namespace}/{source.location} has no key {MultiKueue.KUBECONFIG_SECRET_KEY!r}",
+                f"{where}: kubeconfig is about {len(data) * 3 // 4} bytes, larger than the limit of "
+                f"{MAX_KUBECONFIG_BYTES // 1024} KiB: store only the worker's context, cluster and user",
             )
         try:
             text = base64.b64decode(data).decode()
         except (ValueError, UnicodeDecodeError):
-            raise RemoteUnavailable(
-                REASON_BAD_CONFIG, f"Secret {self.namespace}/{source.location}: kubeconfig is not valid base64 text"
-            ) from None
+            raise RemoteUnavailable(REASON_BAD_CONFIG, f"{where}: kubeconfig is not valid base64 text") from None
         return text, str(secret["metadata"].get("resourceVersion"))
+
+    def _read_file(self, location: str) -> tuple[str, str]:
+        """A ``locationType: Path`` kubeconfig (blocking: run in a thread), only under the configured prefix."""
+        try:
+            path = allowed_kubeconfig_path(location, self.settings.path_prefix)
+        except KubeconfigError as exc:
+            raise RemoteUnavailable(exc.reason, str(exc)) from None
+        try:
+            stat = path.stat()
+            if stat.st_size > MAX_KUBECONFIG_BYTES:
+                raise RemoteUnavailable(
+                    REASON_BAD_CONFIG,
+                    f"kubeconfig file {path} is {stat.st_size} bytes, larger than the limit of {MAX_KUBECONFIG_BYTES // 1024} KiB",
+                )
+            text = path.read_text()
+        except OSError as exc:
+            raise RemoteUnavailable(REASON_BAD_CONFIG, f"cannot read kubeconfig file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise RemoteUnavailable(REASON_BAD_CONFIG, f"kubeconfig file {path} is not UTF-8 text") from None
+        return text, f"{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}"
 
     # -- connecting ------------------------------------------------------------
 
-    def _build_client(self, text: str) -> client.ApiClient:
+    @staticmethod
+    def _build_client(text: str) -> client.ApiClient:
+        """Validate the kubeconfig and build a client from the validated values only (blocking: run in a thread)."""
         try:
             valid = validate_kubeconfig(text)
         except KubeconfigError as exc:
             raise RemoteUnavailable(exc.reason, str(exc)) from None
-        configuration = client.Configuration()
-        try:
-            config.load_kube_config_from_dict(valid.document, client_configuration=configuration)
-        except (config.ConfigException, ValueError, TypeError) as exc:
-            raise RemoteUnavailable(MultiKueueClusterReason.BAD_KUBECONFIG, f"kubeconfig cannot be loaded: {exc}") from None
+        configuration = client_configuration(valid)
         configuration.connection_pool_maxsize = 32
         configuration.retries = False
         return client.ApiClient(configuration)
 
     async def _connect(self, text: str) -> None:
         """Build a client, start the informers, wait for their first listing; RemoteUnavailable on failure."""
-        api = self._build_client(text)
+        api = await asyncio.to_thread(self._build_client, text)
         session = _Session(AsyncKube(api, workers=16))
         workloads = session.workloads = self._informer(session, WORKLOADS)
         for ref in self.job_refs:
@@ -205,6 +259,7 @@ class RemoteCluster:
         await self._disconnect()
         self._session = session
         self.kube = session.kube
+        session.probe = asyncio.create_task(self._probe(session), name=f"probe {self.name}")
         # The job kinds may have changed while connecting: follow the current list.
         for ref in [r for r in session.jobs if r not in self.job_refs]:
             informer = session.jobs.pop(ref)
@@ -244,6 +299,8 @@ class RemoteCluster:
         not installed yet or a broken conversion webhook, leaves that kind out).
         """
         host = session.kube.api.configuration.host
+        if session.unresponsive is not None:
+            return session.unresponsive
         workloads = session.workloads
         if workloads is not None and workloads.state is not InformerState.SYNCED:
             if workloads.last_status is not None:
@@ -327,6 +384,52 @@ class RemoteCluster:
                 log.info("worker kubeconfig changed: reconnecting", cluster=self.name)
                 return None
 
+    # -- health probe ------------------------------------------------------------------
+
+    async def _probe(self, session: _Session) -> None:
+        """Probe the worker's apiserver while ``session`` lives; mark it unresponsive after repeated misses."""
+        loop = asyncio.get_running_loop()
+        settings = self.settings
+        host = session.kube.api.configuration.host
+        failures = 0
+        # Probes start every interval; one that used up its timeout is followed at once by the next.
+        next_start = loop.time() + settings.probe_interval
+        while True:
+            await asyncio.sleep(max(0.0, next_start - loop.time()))
+            next_start = loop.time() + settings.probe_interval
+            error = await self._probe_once(session)
+            if error is None:
+                failures = 0
+                if session.unresponsive is not None:
+                    session.unresponsive = None
+                    log.info("worker apiserver answers again", cluster=self.name, host=host)
+                    self._on_health(session)
+                continue
+            failures += 1
+            log.debug("worker health probe missed", cluster=self.name, host=host, failures=failures, error=error)
+            if failures >= settings.probe_failures and session.unresponsive is None:
+                session.unresponsive = RemoteUnavailable(
+                    MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
+                    f"worker apiserver {host} did not answer GET /readyz {failures} times in a row "
+                    f"(last: {error}); check that it is running and reachable",
+                )
+                self._on_health(session)
+
+    async def _probe_once(self, session: _Session) -> str | None:
+        """None when the apiserver answered (any status below 500), else what went wrong."""
+        timeout = self.settings.probe_timeout
+        try:
+            status = await asyncio.wait_for(session.kube.call(_readyz, session.kube.api, timeout), timeout + 1.0)
+        except asyncio.TimeoutError:
+            return f"no answer within {timeout:g}s"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - network failures come in many types
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else 'no detail'}"
+        if status >= 500:
+            return f"answered HTTP {status}"
+        return None
+
     # -- job kinds and events --------------------------------------------------------------
 
     def set_job_refs(self, refs: list[ResourceRef]) -> None:
@@ -383,7 +486,33 @@ class RemoteCluster:
             self.on_change(self, "job", obj)
 
 
+def _readyz(api: client.ApiClient, timeout: float) -> int:
+    """GET /readyz through the worker client's auth and TLS settings (blocking); the HTTP status.
+
+    Any answer counts as alive except a 5xx: a 401/403 still proves the
+    apiserver is serving, while a request that gets no answer within
+    ``timeout`` (a frozen process keeps its TCP port open) raises.
+    """
+    _, url, headers, _, _ = api.param_serialize(
+        method="GET", resource_path="/readyz", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
+    )
+    try:
+        response = api.call_api("GET", url, header_params=headers, _request_timeout=(timeout, timeout))
+    except client.ApiException as exc:
+        if not exc.status:
+            raise  # no HTTP answer (TLS or connection failure)
+        return int(exc.status)
+    response.read()
+    return int(response.status)
+
+
 async def _close(session: _Session) -> None:
-    """Stop the session's informers (no event after this), then close its client."""
+    """Stop the session's probe and informers (no event after this), then close its client."""
+    if session.probe is not None:
+        session.probe.cancel()
+        try:
+            await session.probe
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
+            pass
     await asyncio.gather(*(i.stop() for i in session.informers()), return_exceptions=True)
     session.kube.close()

@@ -210,3 +210,43 @@ def test_manager_restart_mid_dispatch_duplicates_nothing(e2e_clusters: Clusters,
     for index in (1, 2):
         api = e2e_clusters.worker(index)
         o.wait_for(lambda api=api: o.Kueue(api).list("Workload", ns) == [], 60, what=f"worker{index} cleaned up")
+
+
+def test_deleting_the_manager_job_removes_the_remote_job_within_two_seconds(
+    e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str
+) -> None:
+    """Issue 10, item I: the remote Job goes with the manager's, not at the next GC.
+
+    The Workload keeps its in-use finalizer while it is placed on a worker,
+    and the MultiKueue check deletes the remote Job by its binding to the
+    Workload (the owner Job is gone by then).
+    """
+    import time
+
+    ns = namespace
+    setup_multikueue(e2e_clusters, ns)
+    batch = client.BatchV1Api(e2e_clusters.manager)
+    batch.create_namespaced_job(ns, job(ns, "long", "1", run_for="300s"))
+    wl = workload_of(batch, ns, "long")
+    manager = o.Kueue(e2e_clusters.manager)
+    worker = o.wait_for(lambda: cluster_name(manager, ns, wl), 60, what="dispatched")
+    remote = client.BatchV1Api(e2e_clusters.worker(int(worker.removeprefix("worker"))))
+
+    def remote_job() -> Any:
+        try:
+            return remote.read_namespaced_job("long", ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    o.wait_for(lambda: remote_job() is not None and not remote_job().spec.suspend, 60, what="the remote Job started")
+    start = time.monotonic()
+    batch.delete_namespaced_job("long", ns, propagation_policy="Background")
+    o.wait_for(lambda: remote_job() is None, 30, interval=0.02, what="the remote Job deleted")
+    elapsed = time.monotonic() - start
+    print(f"remote Job gone {elapsed:.2f}s after the manager Job was deleted")
+    assert elapsed < 2.0
+    o.wait_for(lambda: manager.get_or_none("Workload", wl, ns) is None, 30, what="the manager's Workload released")
+    o.wait_for(lambda: o.Kueue(e2e_clusters.worker(int(worker.removeprefix("worker")))).list("Workload", ns) == [], 30,
+               what="the remote Workload deleted")

@@ -9,7 +9,13 @@ transitions that follow, from the Workload alone:
 - a check in ``Rejected``: deactivate (``spec.active=false``) and evict;
 - ``spec.active=false`` while holding quota: evict (reason ``Deactivated``);
 - finished or being deleted: drop the ``resource-in-use`` finalizer, so the
-  Workload can go once its quota is released.
+  Workload can go once its quota is released; except a Workload being
+  deleted that is placed on workers (``clusterName`` or
+  ``nominatedClusterNames`` set, which only the MultiKueue check writes):
+  the MultiKueue controller drops it once the remote job and copies are
+  gone, so it still sees the Workload to delete them by name (upstream keeps
+  deleted Workloads in a cache for the same purpose; a finalizer also
+  survives a restart).
 
 Each function is pure and returns a :class:`WorkloadUpdate`; the I/O layer
 writes it with the Workload's resourceVersion as precondition, so a decision
@@ -154,6 +160,12 @@ def _evict(wl: Workload, reason: str, message: str, now: datetime, requeue: bool
     }
 
 
+def placed_on_workers(wl: Workload) -> bool:
+    """Whether the MultiKueue check put copies of ``wl`` on workers (a winner, or nominated ones)."""
+    status = wl.status
+    return bool(status and (status.cluster_name or status.nominated_cluster_names))
+
+
 def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
     """The next transition of ``wl``, or ``None`` when it is where it should be."""
     status = wl.status
@@ -161,7 +173,10 @@ def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
     finalizers = wl.metadata.finalizers or []
     has_finalizer = Finalizers.RESOURCE_IN_USE in finalizers
 
-    if wl.metadata.deletion_timestamp is not None or is_condition_true(conditions, FINISHED):
+    finished = is_condition_true(conditions, FINISHED)
+    if wl.metadata.deletion_timestamp is not None and not finished and placed_on_workers(wl):
+        return None  # the MultiKueue check releases it once its remote objects are gone
+    if wl.metadata.deletion_timestamp is not None or finished:
         if has_finalizer:
             return WorkloadUpdate(transition="release", remove_finalizer=True)
         return None

@@ -1,12 +1,14 @@
 """The scheduling loop: the pure scheduler's decisions, written.
 
-A kopf *daemon* on the controller's own Namespace runs the loop: on every
-change of the cache (the feeds call :meth:`SchedulingLoop.notify`) it asks
+The loop runs inside the leadership daemon (``operator/wiring.py``, a kopf
+daemon on the controller's own Namespace): on every change of the cache (the
+feeds call :meth:`SchedulingLoop.notify`) it asks
 :func:`multikueue.core.scheduler.schedule` for one cycle's decisions and has
 the Workload writer write them, and it keeps ClusterQueue/LocalQueue status
-current. Being a daemon, it starts only once the cache is complete (kopf runs
-indexers first) and is stopped by kopf when peering hands leadership to
-another replica.
+current. So it starts only once the cache is complete (kopf runs indexers
+first; after a hand-off the leadership daemon waits for the cache to catch up
+with the API server) and stops, its writes in flight cancelled, when peering
+hands leadership to another replica.
 
 Writes run in the background, bounded, so one slow write never holds a cycle;
 a reservation that fails drops its assumption so the next cycle sees the
@@ -35,7 +37,7 @@ from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
 
-#: The finalizer kopf puts on the controller Namespace to run the scheduling daemon.
+#: The finalizer kopf puts on the controller Namespace to run its daemons there (leadership, which runs this loop).
 DAEMON_FINALIZER = "multikueue.x-k8s.io/controller"
 #: Coalesce bursts of events into one scheduling cycle.
 CYCLE_COALESCE_SECONDS = 0.005
@@ -59,21 +61,6 @@ class SchedulingLoop:
     def notify(self) -> None:
         """Something the scheduler reads changed: run a cycle soon."""
         self._wake.set()
-
-    def register(self, registry: kopf.OperatorRegistry, namespace: str) -> None:
-        @kopf.daemon(
-            "",
-            "v1",
-            "namespaces",
-            registry=registry,
-            id="scheduling_loop",
-            when=lambda name, **_: name == namespace,
-            cancellation_timeout=10,
-        )
-        async def scheduling_loop(stopped: kopf.DaemonStopped, **_: Any) -> None:
-            log.info("scheduling loop started", namespace=namespace)
-            await self.run(stopped)
-            log.info("scheduling loop stopped")
 
     async def _admit(self, decision: AdmissionDecision, gate: asyncio.Semaphore) -> None:
         async with gate:
@@ -110,6 +97,8 @@ class SchedulingLoop:
                 log.warning("pending status not written: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
 
     async def run(self, stopped: kopf.DaemonStopped) -> None:
+        """Schedule until ``stopped``; the writes still in flight then are cancelled (a new leader redoes them)."""
+        log.info("scheduling loop started")
         gate = asyncio.Semaphore(WRITE_CONCURRENCY)
         pending_gate = asyncio.Semaphore(PENDING_WRITE_CONCURRENCY)
         inflight: set[asyncio.Task[None]] = set()
@@ -122,28 +111,36 @@ class SchedulingLoop:
         last_status = 0.0
         next_cycle_at: datetime | None = None
         self.notify()
-        while not stopped:
-            timeout = 1.0
-            if next_cycle_at is not None:
-                timeout = max(0.0, min(timeout, (next_cycle_at - utcnow()).total_seconds()))
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-            except asyncio.TimeoutError:
-                pass
-            if stopped:
-                break
-            await asyncio.sleep(CYCLE_COALESCE_SECONDS)
-            self._wake.clear()
-            with metrics.SCHEDULING_CYCLE.time():
-                result = schedule(self.cache, utcnow())
-            next_cycle_at = result.next_cycle_at
-            self.cycles += 1
-            for decision in result.admitted:
-                spawn(self._admit(decision, gate))
-            for update in result.pending:
-                spawn(self._pending(update, pending_gate))
-            if time.monotonic() - last_status > QUEUE_STATUS_SECONDS:
-                last_status = time.monotonic()
-                spawn(self.queue_status.sync())
-        for task in inflight:
-            task.cancel()
+        # Woken by a stop too, not only by the next change: a replica that lost the lead admits nothing more.
+        stop_wait = asyncio.ensure_future(stopped.wait())
+        try:
+            while not stopped:
+                timeout = 1.0
+                if next_cycle_at is not None:
+                    timeout = max(0.0, min(timeout, (next_cycle_at - utcnow()).total_seconds()))
+                wake = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({wake, stop_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                wake.cancel()
+                if stopped:
+                    break
+                await asyncio.sleep(CYCLE_COALESCE_SECONDS)
+                self._wake.clear()
+                with metrics.SCHEDULING_CYCLE.time():
+                    result = schedule(self.cache, utcnow())
+                next_cycle_at = result.next_cycle_at
+                self.cycles += 1
+                for decision in result.admitted:
+                    spawn(self._admit(decision, gate))
+                for update in result.pending:
+                    spawn(self._pending(update, pending_gate))
+                if time.monotonic() - last_status > QUEUE_STATUS_SECONDS:
+                    last_status = time.monotonic()
+                    spawn(self.queue_status.sync())
+        finally:
+            stop_wait.cancel()
+            cancelled = list(inflight)
+            for task in cancelled:
+                task.cancel()
+            if cancelled:
+                await asyncio.gather(*cancelled, return_exceptions=True)
+        log.info("scheduling loop stopped", cancelled_writes=len(cancelled))

@@ -10,21 +10,39 @@ writer, the integrations, the Event recorder, its settings); nothing receives
   check;
 - an external object's change, a worker's event, a cluster or job-kind
   change re-plan the MultiKueue Workloads concerned.
+
+Everything that writes runs only while this replica leads. kopf's peering
+pauses the handlers of a standby and stops its daemons; one daemon here, the
+*leadership* daemon on the controller's Namespace, carries everything else:
+when kopf starts it (this replica leads, or runs alone) it waits until the
+cache has caught up with the API server (a standby's cache is stale: kopf
+fed it nothing while paused), then starts the work queues, the worker
+connections, the GC and the scheduling loop; when kopf stops it (leadership
+handed to another replica, or shutdown) it stops them all before returning.
+A replica that lost leadership so keeps no connection, watch of a worker,
+timer or queue that could still act on its frozen cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import kopf
+import structlog
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.configuration import Configuration
+from multikueue.api.resources import WORKLOADS
 from multikueue.controllers.lifecycle import LifecycleController, Listener
 from multikueue.controllers.multikueue.apply import PlanApplier
 from multikueue.controllers.multikueue.checks import queue_has_multikueue_check
 from multikueue.controllers.multikueue.clusters import ClusterManager
+from multikueue.controllers.multikueue.connection import ConnectionSettings
 from multikueue.controllers.multikueue.gc import GarbageCollector
 from multikueue.controllers.multikueue.workloads import DispatchSettings, MultiKueueController
 from multikueue.core.cache import Cache
@@ -42,7 +60,42 @@ from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.queue_status import QueueStatusWriter
 from multikueue.runtime.writer import WorkloadWriter
 
+log = structlog.get_logger(__name__)
+
 MANAGER = "manager"
+#: How long a new leader waits for its cache to catch up before it acts anyway (with a warning).
+CATCH_UP_TIMEOUT_SECONDS = 30.0
+#: How often the catch-up compares the cache with the listing.
+CATCH_UP_POLL_SECONDS = 0.1
+#: Time kopf gives the leadership daemon to stop everything before cancelling it
+#: (without it, kopf cancels a daemon that does not exit at once).
+LEADERSHIP_STOP_SECONDS = 30.0
+#: First GC pass this long after taking the lead (or the GC interval, if shorter).
+GC_FIRST_PASS_SECONDS = 5.0
+
+WorkloadKey = tuple[str, str]
+
+
+def _not_older(current: str | None, listed: str | None) -> bool:
+    """Whether a cached resourceVersion is at least the listed one (etcd revisions; else: equal)."""
+    if current is None:
+        return False
+    if current == listed:
+        return True
+    if current.isdigit() and listed is not None and listed.isdigit():
+        return int(current) >= int(listed)
+    return False
+
+
+def lagging_workloads(listed: Mapping[WorkloadKey, str | None], cached: Mapping[WorkloadKey, str | None]) -> list[WorkloadKey]:
+    """The listed Workloads the cache does not hold at (at least) the listed resourceVersion yet."""
+    return sorted(key for key, rv in listed.items() if not _not_older(cached.get(key), rv))
+
+
+def unlisted_workloads(listed: Iterable[WorkloadKey], cached: Iterable[WorkloadKey]) -> list[WorkloadKey]:
+    """Cached Workloads the listing lacks: deleted while this replica stood by, or created since the listing."""
+    known = set(listed)
+    return sorted(key for key in cached if key not in known)
 
 
 @dataclass(frozen=True)
@@ -59,6 +112,7 @@ class Controller:
     """Everything one controller process runs, built by :func:`build`."""
 
     settings: Settings
+    kube: AsyncKube
     cache: Cache
     events: EventRecorder
     writer: WorkloadWriter
@@ -83,10 +137,9 @@ class Controller:
         )
         self.jobs.register(registry)
         self.frameworks.register(registry)
-        self.scheduling.register(registry, self.settings.namespace)
-        if self.clusters is not None and self.gc is not None:
+        self._register_leadership(registry)
+        if self.clusters is not None:
             self.clusters.register(registry)
-            self.gc.register(registry)
         if self.settings.webhooks:
             job_webhook.register(registry, lambda ns, queue: queue_has_multikueue_check(self.cache, ns, queue))
 
@@ -95,19 +148,158 @@ class Controller:
             self.multikueue.workload_deleted(key)
 
     def start(self) -> None:
-        """Start the background parts (call on the running loop, from kopf's start-up)."""
+        """Start what runs whether or not this replica leads (call on the running loop, from kopf's start-up).
+
+        Only the Event recorder: everything that acts starts with leadership
+        (:meth:`lead`).
+        """
         self.events.start()
-        self.external.start()
-        if self.multikueue is not None:
-            self.multikueue.start()
 
     async def stop(self) -> None:
-        if self.multikueue is not None:
-            await self.multikueue.stop()
-        if self.clusters is not None:
-            await self.clusters.stop()
+        """Shut down (kopf's clean-up): whatever still runs, and the external frameworks' watches."""
+        await self.follow()
         await self.external.stop()
         await self.events.stop()
+
+    # -- leadership ---------------------------------------------------------------------
+
+    def _register_leadership(self, registry: kopf.OperatorRegistry) -> None:
+        namespace = self.settings.namespace
+
+        @kopf.daemon(
+            "",
+            "v1",
+            "namespaces",
+            registry=registry,
+            id="leadership",
+            when=lambda name, **_: name == namespace,
+            cancellation_backoff=LEADERSHIP_STOP_SECONDS,
+            cancellation_timeout=LEADERSHIP_STOP_SECONDS,
+        )
+        async def leadership(stopped: kopf.DaemonStopped, **_: Any) -> None:
+            await self.lead_until(stopped)
+
+    async def lead_until(self, stopped: kopf.DaemonStopped) -> None:
+        """Act as the leader until ``stopped``: catch up, start everything, schedule; then stop everything."""
+        log.info("leadership taken: catching up with the API server", namespace=self.settings.namespace)
+        gc_task: asyncio.Task[None] | None = None
+        try:
+            await self.catch_up(stopped)
+            if stopped:
+                return
+            self.lead()
+            if self.gc is not None:
+                gc_task = asyncio.create_task(self._collect_garbage(stopped), name="multikueue gc")
+            await self.scheduling.run(stopped)
+        finally:
+            if gc_task is not None:
+                gc_task.cancel()
+                await asyncio.gather(gc_task, return_exceptions=True)
+            # Shielded: kopf cancels a daemon that is slow to exit, and a half-done stop would leave
+            # worker connections running on a replica that no longer leads.
+            stopping = asyncio.ensure_future(self.follow())
+            try:
+                took = await asyncio.shield(stopping)
+            except asyncio.CancelledError:
+                await asyncio.wait({stopping})
+                log.info("leadership released: controllers stopped (the daemon was cancelled meanwhile)")
+                raise
+            reason = stopped.reason.name if stopped.reason is not None else "cancelled"
+            log.info("leadership released: controllers stopped, this replica makes no more writes", reason=reason, took=took)
+
+    def lead(self) -> None:
+        """Start the parts that act (the cache is current): queues, worker connections, resyncs."""
+        self.external.start()
+        if self.clusters is not None:
+            self.clusters.start_all()
+        if self.multikueue is not None:
+            self.multikueue.start()
+        log.info("leading: controllers started")
+
+    async def follow(self) -> dict[str, float]:
+        """Stop the parts that act; the external frameworks' watches (read-only) stay for the next lead.
+
+        Returns the seconds each part took to stop (logged: a slow stop delays the hand-off).
+        """
+        loop = asyncio.get_running_loop()
+        took: dict[str, float] = {}
+        start = loop.time()
+        if self.multikueue is not None:
+            await self.multikueue.stop()
+            took["multikueue"] = round(loop.time() - start, 3)
+        if self.clusters is not None:
+            start = loop.time()
+            await self.clusters.stop_all()
+            took["workers"] = round(loop.time() - start, 3)
+        start = loop.time()
+        await self.external.stop(watches=False)
+        took["external"] = round(loop.time() - start, 3)
+        return took
+
+    async def catch_up(self, stopped: kopf.DaemonStopped) -> None:
+        """Wait until the cache holds every Workload at least as new as the API server lists it.
+
+        A standby's cache is stale (kopf paused its watches); when kopf
+        resumes them it re-lists, but says nothing when that is done, and
+        deletions while paused never arrive. Acting earlier would admit
+        against usage that is not counted yet or plan copies of Workloads
+        that are gone. Workloads the cache holds but the listing lacks are
+        looked up one by one: those that no longer exist are forgotten.
+        """
+        try:
+            items = await self.kube.list(WORKLOADS)
+        except (ApiException, HTTPError) as exc:
+            log.warning(
+                "catch-up skipped: Workloads not listed; acting on the cache as kopf re-lists it",
+                error=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+            )
+            return
+        listed = {
+            (i["metadata"].get("namespace", ""), i["metadata"]["name"]): i["metadata"].get("resourceVersion") for i in items
+        }
+        deadline = asyncio.get_running_loop().time() + CATCH_UP_TIMEOUT_SECONDS
+        while not stopped:
+            lagging = lagging_workloads(listed, self._cached_versions())
+            if not lagging:
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning(
+                    "cache still behind the API server: acting anyway; check the manager's watch connections",
+                    lagging=len(lagging),
+                    first=f"{lagging[0][0]}/{lagging[0][1]}",
+                )
+                break
+            await stopped.wait(CATCH_UP_POLL_SECONDS)
+        gone = 0
+        for key in unlisted_workloads(listed, self._cached_versions()):
+            if stopped:
+                return
+            try:
+                exists = await self.kube.get_or_none(WORKLOADS, key[0], key[1]) is not None
+            except (ApiException, HTTPError):
+                continue  # the next leadership or the watch settles it; nothing is deleted on a doubt
+            if not exists:
+                gone += 1
+                self.cache.delete_workload(key)
+                self._workload_deleted(key)
+        if gone:
+            self.scheduling.notify()
+        log.info("cache caught up", workloads=len(listed), forgotten=gone)
+
+    def _cached_versions(self) -> dict[WorkloadKey, str | None]:
+        return {key: wl.metadata.resource_version for key, wl in self.cache.workloads_items()}
+
+    async def _collect_garbage(self, stopped: kopf.DaemonStopped) -> None:
+        """The GC's passes, only while leading and only on a caught-up cache (else it could delete running work)."""
+        assert self.gc is not None
+        seconds = self.gc.interval.total_seconds()
+        await stopped.wait(min(GC_FIRST_PASS_SECONDS, seconds))
+        while not stopped:
+            try:
+                await self.gc.collect()
+            except Exception as exc:  # noqa: BLE001 - one failed pass must not end the GC; the next one retries
+                log.warning("gc pass failed; retrying next interval", error=str(exc)[:200], retry_in=seconds)
+            await stopped.wait(seconds)
 
 
 def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Controller:
@@ -123,7 +315,13 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
     listeners: list[Listener] = [jobs.on_workload, external.on_workload]
     if settings.role == MANAGER:
         mk = settings.config.multi_kueue
-        clusters = ClusterManager(kube, integrations, namespace=settings.namespace, origin=mk.origin)
+        clusters = ClusterManager(
+            kube,
+            integrations,
+            namespace=settings.namespace,
+            origin=mk.origin,
+            connection=ConnectionSettings.from_settings(mk),
+        )
         multikueue = MultiKueueController(
             cache,
             clusters,
@@ -131,13 +329,12 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
             PlanApplier(kube, writer, origin=mk.origin),
             DispatchSettings(origin=mk.origin, dispatcher=mk.dispatcher_name, worker_lost_timeout=mk.worker_lost_timeout),
         )
-        gc = GarbageCollector(
-            clusters, lambda key: cache.workload(key) is not None, interval=mk.gc_interval, namespace=settings.namespace
-        )
+        gc = GarbageCollector(clusters, lambda key: cache.workload(key) is not None, interval=mk.gc_interval)
         external.on_object(multikueue.object_changed)
         listeners.append(_awaitable(multikueue.workload_changed))
     return Controller(
         settings=settings,
+        kube=kube,
         cache=cache,
         events=events,
         writer=writer,

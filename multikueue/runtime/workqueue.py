@@ -108,7 +108,9 @@ class WorkQueue(Generic[K]):
 
     ``handler(key)`` returns ``None`` when done, or a delay in seconds to be
     handled again after (a periodic re-check). Create it anywhere; :meth:`start`
-    it on the running loop; :meth:`stop` it once (it cannot be restarted).
+    it on the running loop; :meth:`stop` it. It may be started again after a
+    stop (a replica that regains leadership): keys added while it was stopped
+    were dropped, so whoever restarts it re-adds what it owns (a resync).
     """
 
     def __init__(
@@ -144,6 +146,8 @@ class WorkQueue(Generic[K]):
         self._running: set[K] = set()
         self._failures: dict[K, int] = {}
         self._wakeup = asyncio.Event()
+        #: Worker slots of the current run; a fresh one per start, so handlers left behind by a
+        #: stop that timed out release the old run's slots, never the new run's.
         self._slots = asyncio.Semaphore(workers)
         self._dispatcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -207,12 +211,31 @@ class WorkQueue(Generic[K]):
     def stopped(self) -> bool:
         return self._stopped
 
+    @property
+    def clock(self) -> Clock:
+        """The clock the queue reads, for callers that time their own periodic work on it."""
+        return self._clock
+
+    @property
+    def started(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._dispatcher is not None and not self._stopped
+
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
-        """Start handling keys on the running event loop."""
-        if self._stopped or self._dispatcher is not None:
-            raise RuntimeError(f"work queue {self.name!r} was already started or stopped")
+        """Start handling keys on the running event loop; also after a :meth:`stop`.
+
+        A restart begins empty (a stop dropped the waiting keys) with fresh
+        worker slots. A handler of the previous run that ignored its
+        cancellation still holds its key: an add of that key waits for it to
+        end, so a key is never handled twice at once even across a restart.
+        """
+        if self.started:
+            raise RuntimeError(f"work queue {self.name!r} is already started")
+        self._stopped = False
+        self._failures.clear()
+        self._slots = asyncio.Semaphore(self.workers)
         self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch(), name=f"workqueue:{self.name}")
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -229,6 +252,7 @@ class WorkQueue(Generic[K]):
         self._rerun.clear()
         current = asyncio.current_task()
         tasks = [t for t in (self._dispatcher, *self._tasks) if t is not None and t is not current and not t.done()]
+        self._dispatcher = None
         for task in tasks:
             task.cancel()
         if not tasks:
@@ -244,17 +268,18 @@ class WorkQueue(Generic[K]):
 
     async def _dispatch(self) -> None:
         """Hand each due key to a free worker slot, one task per handling."""
+        slots = self._slots
         while True:
-            await self._slots.acquire()
+            await slots.acquire()
             try:
                 key = await self._next_due()
             except BaseException:
-                self._slots.release()
+                slots.release()
                 raise
             self._running.add(key)
             task = asyncio.get_running_loop().create_task(self._process(key))
             self._tasks.add(task)
-            task.add_done_callback(functools.partial(self._finished, key))
+            task.add_done_callback(functools.partial(self._finished, key, slots))
 
     async def _next_due(self) -> K:
         while True:
@@ -286,7 +311,7 @@ class WorkQueue(Generic[K]):
             if delay is not None:
                 self.add(key, delay)  # still running: becomes its rerun (earliest wins)
 
-    def _finished(self, key: K, task: asyncio.Task[None]) -> None:
+    def _finished(self, key: K, slots: asyncio.Semaphore, task: asyncio.Task[None]) -> None:
         """Free the key and its slot, then queue its rerun if one was asked for.
 
         A done callback rather than a ``finally``: it also runs for a task
@@ -294,7 +319,7 @@ class WorkQueue(Generic[K]):
         """
         self._tasks.discard(task)
         self._running.discard(key)
-        self._slots.release()
+        slots.release()
         rerun = self._rerun.pop(key, None)
         if rerun is not None and not self._stopped:
             self._push(key, rerun)

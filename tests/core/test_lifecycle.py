@@ -116,6 +116,23 @@ def test_deleted_workload_releases_finalizer() -> None:
     assert update is not None and update.remove_finalizer
 
 
+@pytest.mark.parametrize("placement", [{"clusterName": "worker1"}, {"nominatedClusterNames": ["worker1", "worker2"]}])
+def test_a_deleted_workload_placed_on_workers_keeps_its_finalizer_for_the_multikueue_check(placement: dict[str, Any]) -> None:
+    """Issue 10, item I: the MultiKueue check must still see it to delete the remote job and copies by name."""
+    wl = workload([("mk", "Ready")], admitted=True, **placement)
+    wl.metadata.deletion_timestamp = NOW
+    assert next_update(wl, NOW) is None
+
+
+def test_a_finished_workload_placed_on_a_worker_releases_its_finalizer() -> None:
+    """Finished: the plan that finished it deleted the remote objects; deleting it later must not wait."""
+    wl = workload([("mk", "Ready")], admitted=True, clusterName="worker1")
+    wl.status.conditions.append(wl.status.conditions[0].model_copy(update={"type": "Finished", "reason": "Succeeded"}))
+    wl.metadata.deletion_timestamp = NOW
+    update = next_update(wl, NOW)
+    assert update is not None and update.remove_finalizer
+
+
 def test_reserved_without_finalizer_gets_it_back() -> None:
     update = next_update(workload([("mk", "Pending")], finalizer=False), NOW)
     assert update is not None and update.add_finalizer and update.status is None

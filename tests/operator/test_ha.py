@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import client
 
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess
@@ -43,4 +45,90 @@ def test_standby_replica_takes_over(
     finally:
         active.stop()
         standby.stop()
+        integration_controller.start()
+
+
+#: Written by the replica that loses the lead once everything that acts has stopped (operator/wiring.py).
+RELEASED = "leadership released"
+#: What only an acting replica writes in its log.
+WRITES = ("remote workload created", "quota reserved")
+
+
+def test_a_replica_that_loses_the_lead_stops_acting_and_the_new_leader_dispatches(
+    integration_clusters: Clusters,
+    integration_controller: ControllerProcess,
+    multikueue_setup: Any,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Hand-off to a live replica: a higher-priority one joins; the old leader keeps running but makes no write."""
+    ns = namespace
+    k = o.Kueue(integration_clusters.manager)
+    worker = o.Kueue(integration_clusters.worker(1))
+    kubeconfig = integration_clusters.kubeconfigs[0]
+    peering = ("--peering", f"handoff-{ns}")
+    webhook_port = integration_controller.webhook_port
+    integration_controller.stop()  # only the two peered replicas act in this test
+    # The old leader serves the Job webhooks in the integration controller's place (same port).
+    old = ControllerProcess(
+        "old", kubeconfig, "manager", tmp_path / "old.log", extra_args=(*peering, "--priority", "10"),
+        webhooks=True, webhook_port=webhook_port,
+    )
+    new = ControllerProcess("new", kubeconfig, "manager", tmp_path / "new.log", extra_args=(*peering, "--priority", "100"))
+    cluster, config, check = f"w1-{ns}", f"cfg-{ns}", f"mk-{ns}"
+    try:
+        old.start()
+        multikueue_setup.put_cluster(cluster, "worker1-secret")
+        multikueue_setup.put_config(config, [cluster])
+        multikueue_setup.put_check(check, config)
+        k.create(o.resource_flavor(f"default-{ns}"))
+        k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 8}}, checks=[check]))
+        k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+        o.wait_for(lambda: o.is_true(k.get("AdmissionCheck", check), "Active"), 60, what="check active")
+        jobs = client.BatchV1Api(integration_clusters.manager)
+        jobs.create_namespaced_job(ns, o.batch_job(ns, "first", "user-queue", {"cpu": "1"}, managed_by="kueue.x-k8s.io/multikueue"))
+        o.wait_for(lambda: len(worker.list("Workload", ns)) == 1, 60, what="the first copy on the worker")
+        o.wait_for(lambda: "remote workload created" in old.logs(), 10, what="the old leader's log line")
+
+        new.start()
+        o.wait_for(lambda: RELEASED in old.logs(), 60, what="the old leader releasing the lead")
+        released_at = old.logs().index(RELEASED)
+        assert "worker connections stopped" in old.logs()[released_at - 2000 :], "the worker connections are closed"
+
+        jobs.create_namespaced_job(ns, o.batch_job(ns, "second", "user-queue", {"cpu": "1"}, managed_by="kueue.x-k8s.io/multikueue"))
+        o.wait_for(lambda: len(worker.list("Workload", ns)) == 2, 60, what="the second copy, made by the new leader")
+        o.wait_for(lambda: "remote workload created" in new.logs(), 10, what="the new leader's log line")
+        after = old.logs()[released_at:]
+        for line in after.splitlines():
+            assert not any(w in line for w in WRITES), f"the old leader wrote after the hand-off: {line}"
+        assert old.alive and new.alive
+        # The first Workload was not dispatched twice: one copy per Job.
+        assert len(worker.list("Workload", ns)) == 2
+
+        # While the old leader stands by, a Workload is deleted: its paused watches never tell it.
+        [first] = [w for w in k.list("Workload", ns) if w["metadata"]["name"].startswith("job-first-")]
+        jobs.delete_namespaced_job("first", ns)  # else the Job controller makes its Workload again
+        k.delete("Workload", first["metadata"]["name"], ns)
+        o.wait_for(lambda: k.get_or_none("Workload", first["metadata"]["name"], ns) is None, 60, what="the first Workload gone")
+        new.stop()  # a graceful exit hands the lead back at once
+        o.wait_for(lambda: old.logs().count("leading: controllers started") == 2, 60, what="the old replica leading again")
+        caught_up = [line for line in old.logs().splitlines() if "cache caught up" in line]
+        assert len(caught_up) == 2 and '"forgotten": 1' in caught_up[1], caught_up
+        jobs.create_namespaced_job(ns, o.batch_job(ns, "third", "user-queue", {"cpu": "1"}, managed_by="kueue.x-k8s.io/multikueue"))
+        o.wait_for(
+            lambda: any(w["metadata"]["name"].startswith("job-third-") for w in worker.list("Workload", ns)),
+            60,
+            what="the third copy, made by the old replica leading again",
+        )
+        assert not any(w["metadata"]["name"] == first["metadata"]["name"] for w in worker.list("Workload", ns)), (
+            "no copy of the deleted Workload is made again"
+        )
+    finally:
+        old.stop()
+        new.stop()
+        for kind, name in (("AdmissionCheck", check), ("MultiKueueConfig", config), ("MultiKueueCluster", cluster)):
+            try:
+                k.delete(kind, name)
+            except Exception:  # noqa: BLE001 - best-effort clean-up of cluster-scoped objects
+                pass
         integration_controller.start()

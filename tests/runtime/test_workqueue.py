@@ -353,9 +353,82 @@ async def test_stop_cancels_running_handlers_and_drops_waiting_keys(handler: Rec
     clock.advance(10)
     await settle()
     assert handler.keys() == ["a"] and len(queue) == 0
-    with pytest.raises(RuntimeError):
-        queue.start()
     await queue.stop()  # idempotent
+
+
+@pytest.mark.asyncio
+async def test_a_started_queue_cannot_be_started_twice(handler: Recorder, clock: FakeClock) -> None:
+    async with started(make(handler, clock)) as queue:
+        assert queue.started
+        with pytest.raises(RuntimeError):
+            queue.start()
+    assert not queue.started and queue.stopped
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_queue_restarts_empty_and_handles_new_adds(handler: Recorder, clock: FakeClock) -> None:
+    """A replica that loses and regains leadership stops and restarts the same queue."""
+    queue = make(handler, clock, workers=2)
+    queue.start()
+    queue.add("a")
+    queue.add("later", delay=5)
+    await settle()
+    await queue.stop()
+    queue.add("while-stopped")  # dropped: the restarting owner resyncs what it owns
+    queue.start()
+    assert queue.started and not queue.stopped
+    queue.add("b")
+    queue.add("c", delay=3)
+    await settle()
+    clock.advance(10)
+    await settle()
+    assert handler.keys() == ["a", "b", "c"]
+    await queue.stop()
+    queue.start()  # and again: the worker slots of each run are its own
+    for key in "defg":
+        queue.add(key)
+    await settle()
+    assert handler.keys()[3:] == ["d", "e", "f", "g"] and handler.max_active <= 2
+    await queue.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_restart_never_runs_a_key_beside_a_handler_left_over_from_the_last_run(
+    clock: FakeClock, logs: list[dict[str, object]]
+) -> None:
+    release = asyncio.Event()
+    calls: list[str] = []
+    active: Counter[str] = Counter()
+    overlap = 0
+
+    async def stubborn(key: str) -> None:
+        nonlocal overlap
+        calls.append(key)
+        active[key] += 1
+        overlap = max(overlap, active[key])
+        try:
+            while key == "a" and len(calls) == 1 and not release.is_set():
+                try:
+                    await release.wait()
+                except asyncio.CancelledError:
+                    pass
+        finally:
+            active[key] -= 1
+
+    queue: WorkQueue[str] = WorkQueue("stubborn", stubborn, clock=clock, workers=1)
+    queue.start()
+    queue.add("a")
+    await settle()
+    await queue.stop(grace=0.01)  # "a" ignores its cancellation and keeps running
+    queue.start()
+    queue.add("a")
+    queue.add("b")  # the leftover holds no slot of the new run
+    await settle()
+    assert calls == ["a", "b"] and queue.running == {"a"}
+    release.set()
+    await settle()
+    assert calls == ["a", "b", "a"] and overlap == 1
+    await queue.stop()
 
 
 @pytest.mark.asyncio

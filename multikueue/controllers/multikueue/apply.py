@@ -16,7 +16,16 @@ the order its contract asks:
 
 Failures propagate to the work queue, which retries with backoff; a failure
 the user can act on (a missing namespace, CRD or permission on the worker)
-is also put on the check's message.
+is also put on the check's message. The job's creation failing so
+(403, 404 or 422) :data:`JOB_CREATE_ATTEMPTS` times in a row ends the
+attempt: the check goes to ``Retry`` with the worker's message, the
+Workload is evicted and its quota released, instead of holding quota while
+retrying forever. The count is kept in memory (a restart starts it again:
+at most a few more attempts).
+
+Remote objects are found by the Workload's namespace and name and this
+manager's origin (:func:`bound_job`), never through the owner job, which is
+often gone already when its Workload is deleted.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import structlog
 from kubernetes.client.rest import ApiException
 
 from multikueue.api import Workload
-from multikueue.api.constants import ConditionStatus, Labels
+from multikueue.api.constants import CheckState, ConditionStatus, Finalizers, Labels
 from multikueue.api.meta import Condition, utcnow
 from multikueue.api.resources import WORKLOADS, ResourceRef
 from multikueue.controllers.multikueue import dispatch
@@ -38,6 +47,7 @@ from multikueue.controllers.multikueue.connection import RemoteCluster
 from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
 from multikueue.core import lifecycle
 from multikueue.integrations.base import Integration, SyncLater
+from multikueue.integrations.binding import bound_workload_name
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.writer import EventSpec, WorkloadWriter
 
@@ -45,6 +55,41 @@ log = structlog.get_logger(__name__)
 
 #: How soon to retry a status copy that had to wait (the manager's job not started yet).
 SYNC_RETRY_SECONDS = 1.0
+#: Permanent refusals (403/404/422) of a job's creation on the winner before the check goes to Retry.
+#: Three attempts spaced by the work queue's backoff: a few seconds, enough for a racing namespace
+#: or RBAC creation to land, short enough not to hold quota for a job that cannot start.
+JOB_CREATE_ATTEMPTS = 3
+#: Worker answers that retrying the same request will not change.
+PERMANENT_STATUSES = (403, 404, 422)
+
+
+def bound_job(
+    remote: Any, plural: str, namespace: str, workload: str, origin: str, *, hint: str | None = None
+) -> dict[str, Any] | None:
+    """The job of kind ``plural`` on ``remote`` bound to Workload ``namespace/workload`` with this origin.
+
+    Found by binding (:func:`~multikueue.integrations.binding.bound_workload_name`)
+    and origin label, so no owner object is needed; ``hint`` (the owner's
+    name, when known) is tried first to avoid a scan.
+    """
+    jobs: Mapping[tuple[str, tuple[str, str]], dict[str, Any]] = remote.jobs
+
+    def ours(job: Mapping[str, Any] | None) -> bool:
+        meta = (job or {}).get("metadata") or {}
+        return bool(
+            job is not None
+            and bound_workload_name(job) == workload
+            and (meta.get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == origin
+        )
+
+    if hint is not None:
+        job = jobs.get((plural, (namespace, hint)))
+        if ours(job):
+            return job
+    for (kind, (ns, _)), job in list(jobs.items()):
+        if kind == plural and ns == namespace and ours(job):
+            return job
+    return None
 
 #: Worker-side actions that touch only their own worker (not the local Workload): safe to run side by side.
 _INDEPENDENT_ACTIONS = (
@@ -52,6 +97,7 @@ _INDEPENDENT_ACTIONS = (
     dispatch.DeleteRemoteWorkload,
     dispatch.CreateRemoteJob,
     dispatch.DeleteRemoteJob,
+    dispatch.SetRemotePriority,
 )
 
 
@@ -84,6 +130,22 @@ class PlanApplier:
         self.kube = kube
         self.writer = writer
         self.origin = origin
+        #: Permanent refusals of a job's creation in a row, per (namespace, workload, cluster).
+        self.create_failures: dict[tuple[str, str, str], int] = {}
+
+    async def release(self, wl: Workload) -> bool:
+        """Drop the ``resource-in-use`` finalizer of a deleted Workload whose remote objects are gone.
+
+        The lifecycle keeps it on a deleted Workload placed on workers
+        (:func:`multikueue.core.lifecycle.next_update`) so this controller
+        still sees the Workload and deletes the remote job and copy by name.
+        """
+        if Finalizers.RESOURCE_IN_USE not in (wl.metadata.finalizers or ()):
+            return False
+        released = await self.writer.apply(wl, lifecycle.WorkloadUpdate(transition="release", remove_finalizer=True))
+        if released:
+            log.info("remote objects gone: workload released", workload=f"{wl.namespace}/{wl.name}")
+        return released
 
     async def apply(
         self,
@@ -173,9 +235,13 @@ class _Runner:
         try:
             return await call
         except ApiException as exc:
-            if exc.status in (403, 404, 422):
+            if exc.status in PERMANENT_STATUSES:
+                message = f"Worker {remote.name!r}: {type(action).__name__} failed: {api_message(exc)}"
+                if isinstance(action, dispatch.CreateRemoteJob) and self._count_refusal(remote.name):
+                    await self._give_up(message)
+                    return None
                 # A missing namespace, CRD or permission on the worker: say so where the user looks.
-                await self._report(f"Worker {remote.name!r}: {type(action).__name__} failed: {api_message(exc)}")
+                await self._report(message)
             raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
         except Exception as exc:  # noqa: BLE001 - network errors come in many types
             raise WorkerCallFailed(remote.name, type(action).__name__, exc) from exc
@@ -187,24 +253,31 @@ class _Runner:
         namespace, name = wl.namespace or "", wl.name
         integration, owner = self.integration, self.owner
         if isinstance(action, dispatch.CreateRemoteWorkload):
-            await self._on_worker(remote, action, _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=origin)))
-            log.info("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
+            created = await self._on_worker(remote, action, _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=origin)))
+            if created:
+                log.info("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
         elif isinstance(action, dispatch.DeleteRemoteWorkload):
-            await self._on_worker(remote, action, kube.delete(WORKLOADS, namespace, name))
-            log.info("remote workload deleted", workload=f"{namespace}/{name}", cluster=remote.name)
+            if await self._on_worker(remote, action, self._delete_copy(remote, namespace, name)):
+                log.info("remote workload deleted", workload=f"{namespace}/{name}", cluster=remote.name)
+        elif isinstance(action, dispatch.SetRemotePriority):
+            patch = {"spec": {"priority": action.priority}}
+            await self._on_worker(remote, action, _patch_if_present(remote, WORKLOADS, namespace, name, patch))
+            log.info("remote workload priority set", workload=f"{namespace}/{name}", cluster=remote.name, priority=action.priority)
         elif isinstance(action, dispatch.CreateRemoteJob):
             if integration is None or owner is None:
                 raise _Retry(SYNC_RETRY_SECONDS)
             body = integration.adapter.remote_copy(owner, origin=origin, workload_name=name)
-            await self._on_worker(remote, action, _create(remote, integration.ref, namespace, body))
-            # The Ready event of the same dispatch already names the worker: a log line, not a second Event.
-            log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
+            if await self._on_worker(remote, action, _create(remote, integration.ref, namespace, body)):
+                self.applier.create_failures.pop((namespace, name, remote.name), None)
+                # The Ready event of the next plan names the worker: a log line, not a second Event.
+                log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
         elif isinstance(action, dispatch.DeleteRemoteJob):
-            if integration is None or owner is None:
+            if integration is None:
                 return
-            job = remote.jobs.get((integration.ref.plural, (namespace, owner["metadata"]["name"])))
-            if job is not None and (job["metadata"].get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == origin:
-                await self._on_worker(remote, action, kube.delete(integration.ref, namespace, job["metadata"]["name"]))
+            hint = owner["metadata"]["name"] if owner is not None else None
+            job = bound_job(remote, integration.ref.plural, namespace, name, origin, hint=hint)
+            if job is not None and await self._on_worker(remote, action, kube.delete(integration.ref, namespace, job["metadata"]["name"])):
+                log.info("remote job deleted", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
         elif isinstance(action, dispatch.SyncJobStatus):
             if not await self._sync_job(remote):
                 self.retry_after = SYNC_RETRY_SECONDS
@@ -229,7 +302,9 @@ class _Runner:
         if integration is None or owner is None:
             return True
         meta = owner["metadata"]
-        remote_job = remote.jobs.get((integration.ref.plural, (meta["namespace"], meta["name"])))
+        remote_job = bound_job(
+            remote, integration.ref.plural, meta["namespace"], self.wl.name, self.applier.origin, hint=meta["name"]
+        )
         if remote_job is None:
             # Unknown because this kind is not watched there yet (a new CRD, missing RBAC): the
             # final status would be lost, so wait. Truly gone: nothing left to copy.
@@ -244,6 +319,65 @@ class _Runner:
         if patch is not None:
             await self.applier.kube.patch(integration.ref, meta["namespace"], meta["name"], patch, status=True)
         return True
+
+    async def _delete_copy(self, remote: RemoteCluster, namespace: str, name: str) -> bool:
+        """Drop the copy's ``resource-in-use`` finalizer, then delete it; False when it was gone already.
+
+        As upstream's ``RemoveRemoteObjects``: the worker's Kueue puts the
+        finalizer on a copy it reserved quota for; dropping it first means a
+        deleted copy does not linger on a worker whose controller is down. The
+        patch carries the copy's resourceVersion (a copy changed meanwhile is
+        read again once); a copy already being deleted is not deleted again.
+        """
+        kube = remote.kube
+        assert kube is not None
+        copy = await kube.get_or_none(WORKLOADS, namespace, name)
+        for _ in range(2):
+            if copy is None:
+                return False
+            meta = copy["metadata"]
+            finalizers = list(meta.get("finalizers") or [])
+            if Finalizers.RESOURCE_IN_USE not in finalizers:
+                break
+            finalizers.remove(Finalizers.RESOURCE_IN_USE)
+            patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta["resourceVersion"]}}
+            try:
+                copy = await kube.patch(WORKLOADS, namespace, name, patch)
+                break
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                if exc.status != 409:
+                    raise
+                copy = await kube.get_or_none(WORKLOADS, namespace, name)
+        if copy is None or copy["metadata"].get("deletionTimestamp"):
+            return False  # gone with its finalizer, or its deletion was asked for already
+        return await kube.delete(WORKLOADS, namespace, name)
+
+    def _count_refusal(self, cluster: str) -> bool:
+        """Count one permanent refusal of the job's creation on ``cluster``; True when it is time to give up."""
+        key = (self.wl.namespace or "", self.wl.name, cluster)
+        count = self.applier.create_failures.get(key, 0) + 1
+        if count >= JOB_CREATE_ATTEMPTS:
+            self.applier.create_failures.pop(key, None)
+            return True
+        self.applier.create_failures[key] = count
+        return False
+
+    async def _give_up(self, message: str) -> None:
+        """The winner keeps refusing the job: ``Retry`` with its message (evicted, quota released, dispatched again)."""
+        wl = self.wl
+        checks = [c.model_copy() for c in (wl.status.admission_checks or [])] if wl.status else []
+        _set_check(checks, self.check, dispatch.SetCheckState(CheckState.RETRY, message))
+        self.wl = await self.applier.writer.write(
+            wl, {"admissionChecks": [c.to_dict() for c in checks]}, events=[("Warning", "MultiKueueRetry", message)]
+        )
+        log.warning(
+            "multikueue job refused by the winner: check set to Retry",
+            workload=f"{wl.namespace}/{wl.name}",
+            message=message,
+            fix="make the job creatable on that worker (namespace, RBAC, webhooks); the workload is dispatched again",
+        )
 
     async def _report(self, message: str) -> None:
         """Put ``message`` on the check (state unchanged) unless it already says so."""
@@ -302,10 +436,22 @@ def api_message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-async def _create(remote: RemoteCluster, ref: ResourceRef, namespace: str, body: dict[str, Any]) -> None:
+async def _create(remote: RemoteCluster, ref: ResourceRef, namespace: str, body: dict[str, Any]) -> bool:
+    """Create ``body``; False when it existed already (not an error, nothing to log)."""
     assert remote.kube is not None
     try:
         await remote.kube.create(ref, namespace, body)
+        return True
     except ApiException as exc:
         if exc.status != 409:
+            raise
+        return False
+
+
+async def _patch_if_present(remote: RemoteCluster, ref: ResourceRef, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    assert remote.kube is not None
+    try:
+        await remote.kube.patch(ref, namespace, name, patch)
+    except ApiException as exc:
+        if exc.status != 404:
             raise

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from multikueue.api.constants import ACTIVE, GROUP, VERSION, ConditionStatus, Mu
 from multikueue.api.meta import Condition, find_condition, utcnow
 from multikueue.api.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, ResourceRef
 from multikueue.controllers.multikueue.checks import ClusterHealth, check_status, config_name
-from multikueue.controllers.multikueue.connection import RemoteCluster
+from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.runtime.kube import AsyncKube
 
@@ -49,11 +49,27 @@ class Membership:
     #: The config's cluster names, in its order.
     names: tuple[str, ...]
     connected: dict[str, RemoteCluster]
+    #: The MultiKueueConfig exists and parses. False (missing, unparsable, not seen yet) is not "no clusters":
+    #: the dispatch decision must then keep every Workload as it is.
+    known: bool = True
+    #: The MultiKueueConfig's name ("" when the check names none).
+    config: str = ""
+    #: Listed clusters without a MultiKueueCluster object: since when this process misses them.
+    missing_since: dict[str, datetime] = field(default_factory=dict)
 
 
 class ClusterManager:
-    def __init__(self, kube: AsyncKube, integrations: IntegrationSet, *, namespace: str, origin: str) -> None:
+    def __init__(
+        self,
+        kube: AsyncKube,
+        integrations: IntegrationSet,
+        *,
+        namespace: str,
+        origin: str,
+        connection: ConnectionSettings | None = None,
+    ) -> None:
         self.kube = kube
+        self.connection = connection or ConnectionSettings()
         self.integrations = integrations
         self.namespace = namespace
         self.origin = origin
@@ -64,6 +80,11 @@ class ClusterManager:
         self._status_written: dict[tuple[str, str], tuple[bool, str, str]] = {}
         self._on_topology: list[Callable[[], None]] = []
         self._on_remote: list[RemoteListener] = []
+        #: Connections run only while this replica leads (:meth:`start_all`/:meth:`stop_all`);
+        #: until then the handlers only record the clusters' specs.
+        self._leading = False
+        #: When a cluster named by a config was first found without its MultiKueueCluster (deleted, or never created).
+        self._missing_since: dict[str, datetime] = {}
         integrations.subscribe(self._kinds_changed)
 
     # -- listeners -------------------------------------------------------------------
@@ -88,10 +109,25 @@ class ClusterManager:
         return None
 
     def membership(self, check: str) -> Membership:
+        """The clusters of ``check``'s MultiKueueConfig, as known now.
+
+        A missing or unparsable config gives ``known=False`` (not an empty
+        list: the decision keeps everything as it is). A listed cluster
+        without a MultiKueueCluster gets the time it was first missed, so a
+        winner whose cluster object was deleted is treated as lost, with the
+        worker-lost timeout counting from then (a restart restarts the count,
+        as for a disconnection).
+        """
         ac = self._checks.get(check)
-        config = self._configs.get(config_name(ac) or "") if ac is not None else None
-        names = tuple(config.spec.clusters or ()) if config is not None else ()
-        return Membership(check, names, {n: self.clusters[n] for n in names if n in self.clusters})
+        name = (config_name(ac) or "") if ac is not None else ""
+        config = self._configs.get(name) if name else None
+        if config is None:
+            return Membership(check, (), {}, known=False, config=name)
+        names = tuple(config.spec.clusters or ())
+        now = utcnow()
+        connected = {n: self.clusters[n] for n in names if n in self.clusters}
+        missing = {n: self._missing_since.setdefault(n, now) for n in names if n not in self._specs}
+        return Membership(check, names, connected, config=name, missing_since=missing)
 
     def job_refs(self) -> list[ResourceRef]:
         return [i.ref for i in self.integrations.all()]
@@ -105,8 +141,10 @@ class ClusterManager:
             name = obj["metadata"]["name"]
             if event.get("type") == "DELETED":
                 self._specs.pop(name, None)
+                self._missing_since[name] = utcnow()
                 await self._stop_cluster(name)
                 self._refresh_checks()
+                self._topology_changed()  # a winner there is now lost: its Workloads start the worker-lost count
                 return
             try:
                 spec = MultiKueueCluster.from_k8s(obj)
@@ -115,6 +153,7 @@ class ClusterManager:
                 return
             previous = self._specs.get(name)
             self._specs[name] = spec
+            self._missing_since.pop(name, None)
             if previous is None or previous.spec != spec.spec or name not in self.clusters:
                 await self._stop_cluster(name)
                 self._start_cluster(spec)
@@ -156,6 +195,8 @@ class ClusterManager:
     # -- connections -------------------------------------------------------------------
 
     def _start_cluster(self, spec: MultiKueueCluster) -> None:
+        if not self._leading:
+            return
         remote = RemoteCluster(
             name=spec.name,
             spec=spec,
@@ -165,6 +206,7 @@ class ClusterManager:
             job_refs=self.job_refs(),
             on_change=self._remote_changed,
             on_state=self._remote_state,
+            settings=self.connection,
         )
         self.clusters[spec.name] = remote
         remote.start()
@@ -177,6 +219,31 @@ class ClusterManager:
     async def stop(self) -> None:
         for name in list(self.clusters):
             await self._stop_cluster(name)
+
+    def start_all(self) -> None:
+        """This replica leads: connect to every worker whose MultiKueueCluster was seen.
+
+        The ``Active`` conditions another replica wrote meanwhile are unknown
+        here, so the memo of what this process wrote starts empty.
+        """
+        self._leading = True
+        self._status_written.clear()
+        for name, spec in self._specs.items():
+            if name not in self.clusters:
+                self._start_cluster(spec)
+        log.info("worker connections started", clusters=sorted(self.clusters))
+
+    async def stop_all(self) -> None:
+        """This replica no longer leads: close every worker connection and its watches.
+
+        The specs stay known, so :meth:`start_all` reconnects without waiting
+        for the MultiKueueClusters to change.
+        """
+        was_leading, self._leading = self._leading, False
+        names = sorted(self.clusters)
+        await self.stop()
+        if was_leading:
+            log.info("worker connections stopped", clusters=names)
 
     def _kinds_changed(self) -> None:
         """The job kinds changed (external frameworks): watch them on the workers and re-plan."""

@@ -26,8 +26,29 @@ Contract with the I/O layer that applies a plan:
   state changes (as upstream's ``SetAdmissionCheckState``);
 - actions are only ever emitted for *active* clusters; copies on unreachable
   workers are left for later (or for the GC);
-- :class:`DeleteRemoteJob` deletes the job only if it carries this manager's
-  origin label (upstream's ``DeleteRemoteObjectIfOwned``);
+- :class:`DeleteRemoteJob` deletes the job bound to the Workload (found by the
+  Workload's namespace and name, not through the owner, which may be gone
+  already) only if it carries this manager's origin label (upstream's
+  ``DeleteRemoteObjectIfOwned``); ``ClusterView.job_exists`` is answered the
+  same way;
+- :class:`DeleteRemoteWorkload` drops the copy's ``resource-in-use`` finalizer
+  (a patch on the copy's resourceVersion) and deletes it unless it is already
+  being deleted; a copy that is gone already is not an error and not logged;
+- :class:`CreateRemoteJob` failing permanently on the worker (403, 404, 422)
+  a few times in a row ends the attempt: the I/O layer puts the check in
+  ``Retry`` with the worker's message (the decision cannot count failures);
+- ``ctx.config_known`` is False when the check's MultiKueueConfig is missing,
+  unparsable or not seen yet: unknown is not empty, so nothing is changed
+  (see :func:`decide`);
+- a cluster named by the config whose MultiKueueCluster is missing gets an
+  inactive view whose ``inactive_since`` is when the I/O layer first missed
+  it, so a winner whose cluster object was deleted runs into the
+  worker-lost timeout like one that disconnected;
+- a Workload being deleted keeps its ``resource-in-use`` finalizer while it
+  has a ``clusterName`` or ``nominatedClusterNames`` (see
+  :mod:`multikueue.core.lifecycle`); the I/O layer drops it once a plan for
+  it asks for no worker-side action and no active view shows a copy or a
+  job (:func:`remote_objects_left`), so the remote job goes with the manager's;
 - ``decide`` must be called again when a worker's ``Active`` state changes, for
   every Workload whose check is Pending or whose ``clusterName`` is that worker:
   the plan asks for a timed call (``requeue_after``) only for timers that run
@@ -41,10 +62,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from multikueue.api.constants import CheckState, Dispatcher, WorkloadConditionType
+from multikueue.api.constants import CheckState, Dispatcher, Finalizers, WorkloadConditionType, WorkloadReason
 from multikueue.api.meta import format_time
 from multikueue.api.workload import AdmissionCheckState, Workload
 from multikueue.controllers.multikueue.remote_workload import RemoteState, remote_state
@@ -52,6 +73,7 @@ from multikueue.controllers.multikueue.remote_workload import RemoteState, remot
 __all__ = [
     "INCREMENTAL_BATCH_SIZE",
     "INCREMENTAL_ROUND_TIMEOUT",
+    "CONFIG_UNKNOWN_RECHECK",
     "Action",
     "ClusterView",
     "CreateRemoteJob",
@@ -64,8 +86,11 @@ __all__ = [
     "SetCheckState",
     "SetClusterName",
     "SetNominatedClusters",
+    "SetRemotePriority",
     "SyncJobStatus",
     "decide",
+    "remote_objects_left",
+    "spec_drift",
     "evicted_on_worker_message",
     "reservation_message",
 ]
@@ -74,6 +99,9 @@ __all__ = [
 INCREMENTAL_BATCH_SIZE = 3
 #: Upstream's ``incrementalDispatcherRoundTimeout``: a new round starts when none reserved by then.
 INCREMENTAL_ROUND_TIMEOUT = timedelta(minutes=5)
+
+#: How often to look again at a Workload whose MultiKueueConfig is unknown (its events also wake it).
+CONFIG_UNKNOWN_RECHECK = timedelta(minutes=1)
 
 #: Remote states in which a copy holds a reservation on its worker (may win the Workload).
 _RESERVING = frozenset({RemoteState.RESERVED, RemoteState.ADMITTED})
@@ -114,6 +142,10 @@ class DispatchContext:
     now: datetime
     #: ``None`` when an adapter exists and the owner is managed by MultiKueue; else why not.
     adapter_problem: str | None
+    #: The MultiKueueConfig exists and parses (``clusters`` is what it lists); False: missing, unparsable, not seen yet.
+    config_known: bool = True
+    #: The MultiKueueConfig's name, for messages.
+    config_name: str = ""
 
 
 # --- actions -----------------------------------------------------------------------
@@ -145,6 +177,14 @@ class DeleteRemoteJob:
     """Delete the adapter's job on ``cluster`` if it is this manager's."""
 
     cluster: str
+
+
+@dataclass(frozen=True)
+class SetRemotePriority:
+    """Set ``spec.priority`` of the Workload copy on ``cluster`` (the manager's priority changed)."""
+
+    cluster: str
+    priority: int | None
 
 
 @dataclass(frozen=True)
@@ -195,6 +235,7 @@ Action = (
     | DeleteRemoteWorkload
     | CreateRemoteJob
     | DeleteRemoteJob
+    | SetRemotePriority
     | SetCheckState
     | SetNominatedClusters
     | SetClusterName
@@ -254,8 +295,30 @@ def _lost_message(cluster: str, since: datetime) -> str:
     return f"Reserving remote lost: worker cluster {_q(cluster)} unreachable since {format_time(since)}"
 
 
-def _not_in_config_message(cluster: str) -> str:
-    return f"Reserving remote lost: worker cluster {_q(cluster)} is no longer in the MultiKueueConfig"
+def _not_in_config_message(ctx: DispatchContext, cluster: str) -> str:
+    config = f" {_q(ctx.config_name)}" if ctx.config_name else ""
+    return f"Reserving remote lost: worker cluster {_q(cluster)} is no longer listed in the MultiKueueConfig{config}"
+
+
+def _config_unknown_message(ctx: DispatchContext) -> str:
+    config = f" {_q(ctx.config_name)}" if ctx.config_name else ""
+    return (
+        f"MultiKueueConfig{config} is missing or cannot be read: dispatching is paused and nothing is changed "
+        "on the workers until it is back (see the AdmissionCheck's Active condition)"
+    )
+
+
+def _starting_message(cluster: str) -> str:
+    return f"The workload got reservation on {_q(cluster)}; creating its job there"
+
+
+def _out_of_sync_message(cluster: str) -> str:
+    # Upstream's message, verbatim.
+    return f"Remote workload on worker cluster {_q(cluster)} is out of sync with its user job, resetting for re-dispatch"
+
+
+def _drift_message(cluster: str, what: str) -> str:
+    return f"Reserving remote {_q(cluster)}: the copy there no longer matches the workload ({what} differ); resetting for re-dispatch"
 
 
 def _no_active_message(ctx: DispatchContext) -> str:
@@ -287,6 +350,63 @@ def _state(ctx: DispatchContext, cluster: str) -> RemoteState:
     return remote_state(view.workload) if view is not None else RemoteState.ABSENT
 
 
+def _requests(template: Mapping[str, object]) -> tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]:
+    """Each container's resource requests in a pod template (what quota is reserved for)."""
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    out: list[tuple[str, str, tuple[tuple[str, str], ...]]] = []
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field) if isinstance(spec, Mapping) else None
+        for container in containers if isinstance(containers, list) else ():
+            if not isinstance(container, Mapping):
+                continue
+            resources = container.get("resources")
+            requests = resources.get("requests") if isinstance(resources, Mapping) else None
+            pairs = tuple(sorted((str(k), str(v)) for k, v in requests.items())) if isinstance(requests, Mapping) else ()
+            out.append((field, str(container.get("name", "")), pairs))
+    return tuple(out)
+
+
+def spec_drift(local: Workload, copy: Workload) -> str | None:
+    """What differs between the manager's Workload and a worker's copy of it, or None.
+
+    Upstream (``isRemoteSpecOutOfSync``) compares the whole spec but the
+    preemption gates. We compare what decides where and how much quota the
+    copy reserves, so that a worker's defaulting of the opaque pod template
+    never reads as drift: the queue name and, per pod set, its name, count,
+    minimum count and each container's requests. A copy left from another
+    Workload of the same name (deleted and re-created) is caught this way.
+    Priority is not drift: it is propagated (:class:`SetRemotePriority`),
+    as upstream updates the copy instead of replacing it.
+    """
+    if (local.spec.queue_name or None) != (copy.spec.queue_name or None):
+        return "queue name"
+
+    def shape(wl: Workload) -> list[tuple[object, ...]]:
+        return [(ps.name, ps.count, ps.min_count) for ps in wl.spec.pod_sets]
+
+    if shape(local) != shape(copy):
+        return "pod set counts"
+    if [_requests(ps.template) for ps in local.spec.pod_sets] != [_requests(ps.template) for ps in copy.spec.pod_sets]:
+        return "resource requests"
+    return None
+
+
+def _out_of_sync(copy: Workload | None) -> bool:
+    """The copy finished with reason ``OutOfSync``: a sync failure on the worker, not a completion."""
+    condition = copy.condition(WorkloadConditionType.FINISHED) if copy is not None and copy.is_finished else None
+    return condition is not None and condition.reason == WorkloadReason.OUT_OF_SYNC
+
+
+def _usable(local: Workload, copy: Workload | None) -> bool:
+    """A copy that may win or keep running: not drifted from the local spec and not finished out of sync."""
+    return copy is not None and not _out_of_sync(copy) and spec_drift(local, copy) is None
+
+
+def remote_objects_left(ctx: DispatchContext) -> bool:
+    """Whether an active worker still shows a copy or a job of this Workload (used to release a deleted one)."""
+    return any(v.active and (v.workload is not None or v.job_exists) for v in ctx.views.values())
+
+
 def _holds_reservation(local: Workload) -> bool:
     """Dispatchable: ``QuotaReserved=True`` with ``status.admission`` set.
 
@@ -310,8 +430,12 @@ def _delete_remote(view: ClusterView) -> list[Action]:
     actions: list[Action] = []
     if view.job_exists:
         actions.append(DeleteRemoteJob(view.name))
-    if view.workload is not None and view.workload.metadata.deletion_timestamp is None:
-        # A copy already being deleted (a finalizer holds it) needs no second request.
+    copy = view.workload
+    if copy is not None and (
+        copy.metadata.deletion_timestamp is None or Finalizers.RESOURCE_IN_USE in (copy.metadata.finalizers or ())
+    ):
+        # A copy already being deleted needs no second request, unless the in-use finalizer
+        # (the worker's Kueue) still holds it: the I/O layer drops it and skips the delete.
         actions.append(DeleteRemoteWorkload(view.name))
     return actions
 
@@ -357,33 +481,50 @@ def decide(local: Workload, ctx: DispatchContext) -> Plan:
     In order (first match decides):
 
     1. no MultiKueue check ``ctx.check_name`` on it: nothing;
-    2. being deleted or Finished: delete the remote objects everywhere;
-    3. no quota reservation (pending, evicted, deactivated): delete the remote
+    2. the MultiKueueConfig is unknown (``ctx.config_known`` False: missing,
+       unparsable, not seen yet): nothing is touched, a ``Pending`` check
+       says why, look again after :data:`CONFIG_UNKNOWN_RECHECK` (unknown is
+       not empty: only a config that exists and no longer lists the winner
+       gives it up, see :func:`_running`). The check itself is inactive and
+       its ``Active`` condition says why;
+    3. being deleted or Finished: delete the remote objects everywhere;
+    4. no quota reservation (pending, evicted, deactivated): delete the remote
        objects everywhere and clear ``clusterName``/``nominatedClusterNames``;
-    4. check ``Retry`` or ``Rejected``: this attempt is over, delete the remote
+    5. check ``Retry`` or ``Rejected``: this attempt is over, delete the remote
        objects everywhere (the local lifecycle evicts or deactivates; upstream
        keeps the winner's copy until then, deleting a little earlier changes
        nothing);
-    5. check ``Pending`` and ``ctx.adapter_problem``: ``Rejected`` with that
-       message, nothing else (upstream also rejects in other states and before
-       the reservation; we only do it before dispatching);
-    6. check ``Ready`` with ``clusterName`` set: :func:`_running`;
-    7. otherwise (``Pending``, or ``Ready`` without ``clusterName``):
+    6. ``ctx.adapter_problem`` (no adapter, or the owner is not managed by
+       MultiKueue, e.g. its mutable ``managedBy`` was flipped after dispatch):
+       ``Rejected`` with that message, in any state, as upstream re-checks on
+       every reconcile; the lifecycle then deactivates the Workload and the
+       next plan (step 5) deletes the remote objects, so the job never runs on
+       the manager and a worker at once;
+    7. check ``Ready`` with ``clusterName`` set: :func:`_running`;
+    8. check ``Pending`` with ``clusterName`` set: :func:`_starting` (the
+       winner is recorded, its job is being created);
+    9. otherwise (``Pending``, or ``Ready`` without ``clusterName``):
        :func:`_dispatching`.
     """
     check = local.admission_check(ctx.check_name)
     if check is None:
         return Plan()
+    if not ctx.config_known:
+        keep = check.state == CheckState.PENDING and _holds_reservation(local) and local.metadata.deletion_timestamp is None
+        message = _set_check(check, CheckState.PENDING, _config_unknown_message(ctx)) if keep else []
+        return Plan(tuple(message), requeue_after=CONFIG_UNKNOWN_RECHECK)
     if local.metadata.deletion_timestamp is not None or local.is_finished:
         return Plan(tuple(_cleanup(ctx)))
     if not _holds_reservation(local):
         return Plan(tuple(_cleanup(ctx) + _set_nominated(local, ()) + _set_cluster_name(local, None)))
     if check.state in (CheckState.RETRY, CheckState.REJECTED):
         return Plan(tuple(_cleanup(ctx)))
-    if check.state == CheckState.PENDING and ctx.adapter_problem is not None:
+    if ctx.adapter_problem is not None:
         return Plan((SetCheckState(CheckState.REJECTED, ctx.adapter_problem),))
     if check.state == CheckState.READY and local.status.cluster_name:
         return _running(local, check, ctx, local.status.cluster_name)
+    if check.state == CheckState.PENDING and local.status.cluster_name:
+        return _starting(local, check, ctx, local.status.cluster_name)
     return _dispatching(local, check, ctx)
 
 
@@ -396,30 +537,79 @@ def _running(local: Workload, check: AdmissionCheckState, ctx: DispatchContext, 
 
     - ``FINISHED``: :class:`FinishLocal` with its Finished reason and message,
       then delete the job and the copy there (upstream deletes them on the next
-      reconcile, once the local Workload is Finished; same result);
+      reconcile, once the local Workload is Finished; same result); but a
+      copy finished with reason ``OutOfSync`` (the worker could not keep it in
+      sync with its job) is a failure, not a completion: ``Retry`` with
+      upstream's message, and the Workload is dispatched again;
+    - the copy no longer matches the local spec (:func:`spec_drift`):
+      ``Retry`` (upstream deletes it, and then finds it gone);
     - ``EVICTED``: ``Retry`` with upstream's message;
     - ``ABSENT`` or ``PENDING`` (the copy is gone or lost its reservation
       without an eviction): ``Retry`` (upstream: "Reserving remote no longer
       exists or is not admitted");
-    - ``RESERVED``/``ADMITTED``: create the job if missing, else sync its status.
+    - ``RESERVED``/``ADMITTED``: create the job if missing, else sync its
+      status; propagate a changed priority to the copy.
+
+    A winner not listed by the config (which exists: see :func:`decide`)
+    is given up at once, as upstream. A winner whose cluster is inactive or
+    whose MultiKueueCluster is gone (the I/O layer gives it an inactive view)
+    is kept for ``worker_lost_timeout``.
     """
     if winner not in ctx.clusters:
         # Upstream: not among the config's clusters, so neither reachable nor "unavailable": Retry at once.
-        return Plan(tuple(_set_check(check, CheckState.RETRY, _not_in_config_message(winner))))
+        return Plan(tuple(_set_check(check, CheckState.RETRY, _not_in_config_message(ctx, winner))))
     view = _active_view(ctx, winner)
     if view is None:
         return _winner_unreachable(check, ctx, winner)
     actions = _cleanup(ctx, keep=winner) + _set_nominated(local, ())
     state = remote_state(view.workload)
-    if state == RemoteState.FINISHED:
+    drift = spec_drift(local, view.workload) if view.workload is not None else None
+    if state == RemoteState.FINISHED and _out_of_sync(view.workload):
+        actions += _set_check(check, CheckState.RETRY, _out_of_sync_message(winner))
+    elif state == RemoteState.FINISHED:
         actions += [_finish_local(view), *_delete_remote(view)]
+    elif drift is not None:
+        actions += _set_check(check, CheckState.RETRY, _drift_message(winner, drift))
     elif state == RemoteState.EVICTED:
         actions += _set_check(check, CheckState.RETRY, evicted_on_worker_message(winner))
     elif state in (RemoteState.ABSENT, RemoteState.PENDING):
         actions += _set_check(check, CheckState.RETRY, _no_longer_reserved_message(winner, state))
     else:
+        actions += _set_priority(local, view)
         actions.append(SyncJobStatus(winner) if view.job_exists else CreateRemoteJob(winner))
     return Plan(tuple(actions))
+
+
+def _set_priority(local: Workload, view: ClusterView) -> list[Action]:
+    """Propagate the manager's ``spec.priority`` to the copy (upstream updates the copy in place)."""
+    if view.workload is None or view.workload.spec.priority == local.spec.priority:
+        return []
+    return [SetRemotePriority(view.name, local.spec.priority)]
+
+
+def _starting(local: Workload, check: AdmissionCheckState, ctx: DispatchContext, winner: str) -> Plan:
+    """The winner is recorded (``clusterName``) but the check is still ``Pending``: its job is being created.
+
+    The check turns ``Ready`` (and the Workload ``Admitted``) only once the
+    job exists on the winner (:func:`_converge`). A ``clusterName`` whose
+    copy no longer reserves quota (gone, evicted, drifted, or left from an
+    earlier attempt that was evicted and reserved again before the clean-up)
+    is cleared in a write of its own (the API refuses to change it from one
+    worker to another), and dispatching starts over; a job already created
+    there is deleted by the next nomination. An unreachable winner is
+    waited for as while running: its job may exist.
+    """
+    if winner not in ctx.clusters:
+        return Plan((SetClusterName(None),))
+    view = _active_view(ctx, winner)
+    if view is None:
+        return _winner_unreachable(check, ctx, winner)
+    state = remote_state(view.workload)
+    if state == RemoteState.FINISHED and not _out_of_sync(view.workload):
+        return Plan((_finish_local(view), *_cleanup(ctx)))
+    if state in _RESERVING and _usable(local, view.workload):
+        return _converge(local, check, ctx, winner)
+    return Plan((SetClusterName(None),))
 
 
 def _winner_unreachable(check: AdmissionCheckState, ctx: DispatchContext, winner: str) -> Plan:
@@ -445,7 +635,7 @@ def _winner_unreachable(check: AdmissionCheckState, ctx: DispatchContext, winner
     return Plan(tuple(strays + _set_check(check, CheckState.RETRY, _lost_message(winner, since))))
 
 
-def _pick_winner(ctx: DispatchContext) -> str | None:
+def _pick_winner(local: Workload, ctx: DispatchContext) -> str | None:
     """The active cluster whose copy reserved quota first; ties go to config order.
 
     Upstream picks the earliest ``QuotaReserved`` transition among all the
@@ -459,6 +649,8 @@ def _pick_winner(ctx: DispatchContext) -> str | None:
         view = _active_view(ctx, cluster)
         if view is None or view.workload is None or remote_state(view.workload) not in _RESERVING:
             continue
+        if not _usable(local, view.workload):
+            continue  # a drifted copy is replaced, never adopted
         reserved = view.workload.condition(WorkloadConditionType.QUOTA_RESERVED)
         if reserved is not None:  # always, in the reserving states
             candidates.append((reserved.last_transition_time, index, cluster))
@@ -466,23 +658,26 @@ def _pick_winner(ctx: DispatchContext) -> str | None:
 
 
 def _first_finished(ctx: DispatchContext) -> str | None:
-    """An active cluster whose copy already finished (config order)."""
-    return next((c for c in ctx.clusters if _state(ctx, c) == RemoteState.FINISHED), None)
+    """An active cluster whose copy already finished (config order); a finish ``OutOfSync`` does not count."""
+    return next(
+        (c for c in ctx.clusters if _state(ctx, c) == RemoteState.FINISHED and not _out_of_sync(ctx.views[c].workload)),
+        None,
+    )
 
 
 def _dispatching(local: Workload, check: AdmissionCheckState, ctx: DispatchContext) -> Plan:
     """No winner recorded yet: converge on one if a copy reserved quota, else nominate workers.
 
-    A ``clusterName`` left from an earlier attempt (the Workload was evicted
-    and reserved again before the cleanup ran) is cleared first, in a write of
-    its own: the API refuses to change it from one worker to another.
+    A ``clusterName`` with a ``Ready`` check but no winner in sight (only
+    after an external write) is cleared first, in a write of its own: the
+    API refuses to change it from one worker to another.
     """
     if local.status.cluster_name:
         return Plan((SetClusterName(None),))
     finished = _first_finished(ctx)
     if finished is not None:
         return _finish_from(ctx, finished)
-    winner = _pick_winner(ctx)
+    winner = _pick_winner(local, ctx)
     if winner is not None:
         return _converge(local, check, ctx, winner)
     if check.state == CheckState.READY:
@@ -498,13 +693,27 @@ def _finish_from(ctx: DispatchContext, cluster: str) -> Plan:
 
 
 def _converge(local: Workload, check: AdmissionCheckState, ctx: DispatchContext, winner: str) -> Plan:
-    """``winner`` reserved quota: drop the other copies, create the job there, record it, check ``Ready``."""
+    """``winner`` reserved quota: drop the other copies, record it, create the job there; ``Ready`` once it exists.
+
+    The winner is recorded (``clusterName``, the commit point) in the same
+    plan that creates the job; the check stays ``Pending`` with a message
+    saying so until a later snapshot shows the job on the winner (the
+    worker's watch, or the create's answer), so a job the worker refuses
+    never leaves an admitted Workload holding quota. The I/O layer turns a
+    permanent refusal into ``Retry`` with the worker's message. A check that
+    is ``Ready`` already (an external write) is left ``Ready``.
+    """
     actions = _cleanup(ctx, keep=winner)
-    if not ctx.views[winner].job_exists:
-        actions.append(CreateRemoteJob(winner))
     actions += _set_nominated(local, ())
     actions += _set_cluster_name(local, winner)
-    actions += _set_check(check, CheckState.READY, reservation_message(winner))
+    view = ctx.views[winner]
+    if view.job_exists or check.state == CheckState.READY:
+        actions += _set_check(check, CheckState.READY, reservation_message(winner))
+    else:
+        actions += _set_check(check, CheckState.PENDING, _starting_message(winner))
+    actions += _set_priority(local, view)
+    if not view.job_exists:
+        actions.append(CreateRemoteJob(winner))
     return Plan(tuple(actions))
 
 
@@ -525,7 +734,9 @@ def _nominate(local: Workload, check: AdmissionCheckState, ctx: DispatchContext)
     """Choose the nominated workers, then make the copies match the nomination.
 
     Nominated active workers get a copy; copies on other active workers are
-    deleted. A job on any of them is a leftover (no worker won yet) and is
+    deleted, and so are nominated copies that drifted from the local spec
+    (:func:`spec_drift`) or finished ``OutOfSync``: the next plan creates
+    them again. A job on any of them is a leftover (no worker won yet) and is
     deleted too. The check stays ``Pending``; its message says where the
     Workload waits, or that no worker is reachable.
     """
@@ -550,6 +761,11 @@ def _nominate(local: Workload, check: AdmissionCheckState, ctx: DispatchContext)
             actions.append(DeleteRemoteJob(cluster))
         if view.workload is None:
             actions.append(CreateRemoteWorkload(cluster))
+        elif _out_of_sync(view.workload) or (
+            not _usable(local, view.workload) and remote_state(view.workload) != RemoteState.FINISHED
+        ):
+            # Drifted from the local spec, or finished out of sync: replaced (created again once gone).
+            actions += _delete_remote(replace(view, job_exists=False))
     actions += _set_nominated(local, nominated)
     message = _waiting_message(nominated) if active else _no_active_message(ctx)
     actions += _set_check(check, CheckState.PENDING, message)

@@ -12,13 +12,11 @@ periodically over every connected worker and deletes what it found.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from dataclasses import dataclass
 from typing import Any
 
-import kopf
 import structlog
 from kubernetes.client.rest import ApiException
 
@@ -60,32 +58,16 @@ def find_orphans(
 
 
 class GarbageCollector:
-    """Every ``interval``, delete this origin's remote objects whose local Workload is gone."""
+    """Deletes this origin's remote objects whose local Workload is gone.
 
-    def __init__(self, clusters: ClusterManager, local_exists: Callable[[ObjectKey], bool], *, interval: timedelta, namespace: str) -> None:
+    :meth:`collect` is one pass; the leading replica runs it every
+    ``interval`` (``operator/wiring.py``), so a standby never deletes.
+    """
+
+    def __init__(self, clusters: ClusterManager, local_exists: Callable[[ObjectKey], bool], *, interval: timedelta) -> None:
         self.clusters = clusters
         self.local_exists = local_exists
         self.interval = interval
-        self.namespace = namespace
-
-    def register(self, registry: kopf.OperatorRegistry) -> None:
-        """Run as a kopf daemon on the controller namespace: it runs only while this replica leads."""
-
-        @kopf.daemon(
-            "",
-            "v1",
-            "namespaces",
-            registry=registry,
-            id="multikueue_gc",
-            when=lambda name, **_: name == self.namespace,
-            cancellation_timeout=10,
-        )
-        async def garbage_collector(stopped: kopf.DaemonStopped, **_: Any) -> None:
-            seconds = self.interval.total_seconds()
-            while not stopped:
-                await asyncio.sleep(min(5.0, seconds))
-                await self.collect()
-                await stopped.wait(max(0.0, seconds - 5.0))
 
     async def collect(self) -> None:
         refs = {r.plural: r for r in self.clusters.job_refs()}
@@ -95,13 +77,18 @@ class GarbageCollector:
             jobs = [(plural, key, obj) for (plural, key), obj in remote.jobs.items()]
             orphans = find_orphans(remote.workloads, jobs, self.local_exists)
             try:
+                # Only what is not being deleted already, and a log line only when the delete found something.
                 for plural, namespace, name in orphans.jobs:
-                    if plural in refs:
-                        await remote.kube.delete(refs[plural], namespace, name)
-                        log.info("gc: remote job deleted", cluster=remote.name, job=f"{namespace}/{name}")
+                    job = remote.jobs.get((plural, (namespace, name))) or {}
+                    if plural in refs and not (job.get("metadata") or {}).get("deletionTimestamp"):
+                        if await remote.kube.delete(refs[plural], namespace, name):
+                            log.info("gc: remote job deleted", cluster=remote.name, job=f"{namespace}/{name}")
                 for namespace, name in orphans.workloads:
-                    await remote.kube.delete(WORKLOADS, namespace, name)
-                    log.info("gc: remote workload deleted", cluster=remote.name, workload=f"{namespace}/{name}")
+                    copy = remote.workloads.get((namespace, name))
+                    if copy is not None and copy.metadata.deletion_timestamp is not None:
+                        continue
+                    if await remote.kube.delete(WORKLOADS, namespace, name):
+                        log.info("gc: remote workload deleted", cluster=remote.name, workload=f"{namespace}/{name}")
             except ApiException as exc:
                 log.warning("gc pass incomplete", cluster=remote.name, status=exc.status, error=exc.reason)
             except Exception as exc:  # noqa: BLE001 - the worker may vanish mid-pass; the next pass retries

@@ -12,12 +12,20 @@ job changes, and when the clusters or job kinds change:
 2. ask the pure :func:`~.dispatch.decide` for a plan;
 3. hand the plan to :class:`~.apply.PlanApplier`.
 
+A deleted Workload that was placed on workers keeps its ``resource-in-use``
+finalizer (the lifecycle leaves it, see :mod:`multikueue.core.lifecycle`):
+its plans delete the remote job and copies, found by the Workload's name and
+this origin rather than through the owner (usually gone by then), and once
+no active worker shows any of them the finalizer is dropped here. So the
+remote job goes with the manager's, not at the next GC pass.
+
 Nothing here knows a concrete job kind: the owner and every kind-specific
 answer come from the :class:`~multikueue.integrations.registry.IntegrationSet`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,10 +36,12 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api.meta import utcnow
 from multikueue.api import Workload
+from multikueue.api.constants import Finalizers
 from multikueue.controllers.multikueue import dispatch
-from multikueue.controllers.multikueue.apply import PlanApplier, WorkerCallFailed, api_message
+from multikueue.controllers.multikueue.apply import PlanApplier, WorkerCallFailed, api_message, bound_job
 from multikueue.controllers.multikueue.clusters import ClusterManager
 from multikueue.controllers.multikueue.connection import RemoteCluster
+from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.integrations.base import Adapter
 from multikueue.integrations.binding import bound_workload_name
@@ -49,7 +59,19 @@ CONFLICT_RETRY_SECONDS = 0.2
 MIN_REQUEUE_SECONDS = 0.5
 #: Workloads reconciled at once (each mostly waits on API round trips).
 CONCURRENCY = 32
+#: Every Workload with a MultiKueue check is planned again at least this often, whatever the
+#: events: a plan may wait on something no event reports (a missed watch event, a deadline).
+RESYNC_SECONDS = 60.0
+#: How long a deleted Workload's MultiKueue check may stay unknown before its finalizer is dropped anyway.
+UNKNOWN_CHECK_GRACE_SECONDS = 60.0
 
+
+
+def _held_for_cleanup(wl: Workload) -> bool:
+    """A deleted Workload whose in-use finalizer the lifecycle left for this controller to drop."""
+    return wl.metadata.deletion_timestamp is not None and lifecycle.placed_on_workers(wl) and (
+        Finalizers.RESOURCE_IN_USE in (wl.metadata.finalizers or ())
+    )
 
 
 @dataclass(frozen=True)
@@ -84,22 +106,63 @@ class MultiKueueController:
         #: (a third party may name the Workload of an external object as it likes).
         self._owned: dict[OwnerKey, WorkloadKey] = {}
         self._owner_of: dict[WorkloadKey, OwnerKey] = {}
+        #: Deleted Workloads held for clean-up whose check is unknown, and since when (queue clock).
+        self._unknown_since: dict[WorkloadKey, float] = {}
         clusters.on_topology(self.reconcile_all)
         clusters.on_remote(self.remote_changed)
 
     # -- what triggers a reconcile -----------------------------------------------------
 
+    #: The periodic resync of the current run (between :meth:`start` and :meth:`stop`).
+    _resync_task: asyncio.Task[None] | None = None
+    _resync_stop: asyncio.Event | None = None
+
     def start(self) -> None:
+        """Start reconciling (this replica leads): plan every Workload now, then every RESYNC_SECONDS.
+
+        The queue dropped whatever was added while stopped (a standby's
+        events), so the first resync is what re-plans it. Call once the cache
+        is current again, or the plans are made on a stale picture.
+        """
         self.queue.start()
+        self._resync_stop = asyncio.Event()
+        self._resync_task = asyncio.create_task(self._resync_every_period(self._resync_stop), name="multikueue resync")
+        self.resync()
 
     async def stop(self) -> None:
+        """Stop reconciling: the resync timer ends and running passes are cancelled (see WorkQueue.stop)."""
+        task, self._resync_task = self._resync_task, None
+        if self._resync_stop is not None:
+            self._resync_stop.set()
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
         await self.queue.stop()
+
+    def resync(self) -> None:
+        """Queue every Workload this check owns: one pass over the cache, no API call.
+
+        The queue coalesces it with whatever is already waiting, so a resync
+        adds at most one pass per Workload.
+        """
+        self.reconcile_all()
+        log.debug("multikueue resync", waiting=len(self.queue))
+
+    async def _resync_every_period(self, stop: asyncio.Event) -> None:
+        clock = self.queue.clock  # the queue's clock, so tests drive the period with a FakeClock
+        while not stop.is_set():
+            await clock.wait(clock.now() + RESYNC_SECONDS, stop)
+            if not stop.is_set():
+                self.resync()
 
     def schedule(self, key: WorkloadKey, delay: float = 0.0) -> None:
         self.queue.add(key, delay=delay)
 
     def workload_changed(self, wl: Workload) -> None:
-        if self.clusters.check_of(wl) is not None:
+        if self.clusters.check_of(wl) is not None or _held_for_cleanup(wl):
             self.schedule((wl.namespace or "", wl.name))
 
     def workload_deleted(self, key: WorkloadKey) -> None:
@@ -141,17 +204,40 @@ class MultiKueueController:
             )
             raise
 
+    async def _release_without_check(self, key: WorkloadKey, wl: Workload) -> float | None:
+        """A deleted Workload held for clean-up whose MultiKueue check this controller does not know.
+
+        Unknown is not gone: the AdmissionCheck may not have been seen yet
+        (start-up, a lagging watch) or be known to another controller. Only
+        after :data:`UNKNOWN_CHECK_GRACE_SECONDS` of not knowing it is the
+        finalizer dropped (leftovers on workers are then the GC's), so such a
+        Workload is never stuck in deletion for good.
+        """
+        now = self.queue.clock.now()
+        since = self._unknown_since.setdefault(key, now)
+        if now - since < UNKNOWN_CHECK_GRACE_SECONDS:
+            return UNKNOWN_CHECK_GRACE_SECONDS - (now - since)
+        del self._unknown_since[key]
+        log.info("multikueue check unknown: releasing a deleted workload", workload=f"{key[0]}/{key[1]}")
+        await self.applier.release(wl)
+        return None
+
     async def reconcile(self, key: WorkloadKey) -> float | None:
         """Decide and act for one Workload; return seconds after which to look again, or None."""
         wl = self.cache.workload(key)
         if wl is None:
+            self._unknown_since.pop(key, None)
             owner_key = self._owner_of.pop(key, None)
             if owner_key is not None and self._owned.get(owner_key) == key:
                 del self._owned[owner_key]
             return None
         check = self.clusters.check_of(wl)
         if check is None:
+            if _held_for_cleanup(wl):
+                return await self._release_without_check(key, wl)
+            self._unknown_since.pop(key, None)
             return None
+        self._unknown_since.pop(key, None)
         found = self.integrations.owner_of(wl)
         integration, owner = found.integration, found.owner
         if integration is not None:
@@ -161,16 +247,22 @@ class MultiKueueController:
             self._owner_of[key] = owner_key
         membership = self.clusters.membership(check)
         job_name = owner["metadata"]["name"] if owner else None
+        origin = self.settings.origin
         views = {
             name: dispatch.ClusterView(
                 name=name,
                 active=remote.state.active,
                 inactive_since=remote.state.inactive_since,
                 workload=remote.workloads.get(key),
-                job_exists=bool(integration is not None and job_name and (integration.ref.plural, (key[0], job_name)) in remote.jobs),
+                # By binding and origin, not through the owner: a deleted Workload's owner is usually gone.
+                job_exists=integration is not None
+                and bound_job(remote, integration.ref.plural, key[0], key[1], origin, hint=job_name) is not None,
             )
             for name, remote in membership.connected.items()
         }
+        for name, since in membership.missing_since.items():
+            # No MultiKueueCluster (deleted, or never created): lost since then, as a disconnected worker.
+            views[name] = dispatch.ClusterView(name=name, active=False, inactive_since=since, workload=None, job_exists=False)
         ctx = dispatch.DispatchContext(
             check_name=check,
             clusters=membership.names,
@@ -180,11 +272,16 @@ class MultiKueueController:
             origin=self.settings.origin,
             now=utcnow(),
             adapter_problem=found.problem,
+            config_known=membership.known,
+            config_name=membership.config,
         )
         plan = dispatch.decide(wl, ctx)
         retry = None
         if plan.actions:
             retry = await self.applier.apply(wl, plan, check, membership.connected, integration, owner)
+        elif _held_for_cleanup(wl) and not dispatch.remote_objects_left(ctx):
+            # Deleted, and no active worker shows a copy or job any more (unreachable ones are the GC's).
+            await self.applier.release(wl)
         delays = [d for d in (retry,) if d is not None]
         if plan.requeue_after is not None:
             delays.append(max(MIN_REQUEUE_SECONDS, plan.requeue_after.total_seconds()))

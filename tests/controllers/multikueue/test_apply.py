@@ -49,6 +49,7 @@ from multikueue.controllers.multikueue.dispatch import (
 )
 from multikueue.controllers.multikueue.workloads import (
     CONFLICT_RETRY_SECONDS,
+    UNKNOWN_CHECK_GRACE_SECONDS,
     DispatchSettings,
     MultiKueueController,
 )
@@ -621,11 +622,6 @@ async def test_a_job_of_another_manager_is_not_deleted(env: Env, namespace: str)
     assert env.remote_job("worker1", ns, "sample") is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="DeleteRemoteWorkload promises to drop the copy's resource-in-use finalizer first (dispatch.py); the applier only deletes",
-)
 @pytest.mark.asyncio
 async def test_deleting_a_remote_copy_drops_its_finalizer(env: Env, namespace: str) -> None:
     ns, name = namespace, "held"
@@ -638,7 +634,63 @@ async def test_deleting_a_remote_copy_drops_its_finalizer(env: Env, namespace: s
         assert await env.applier.apply(wl, Plan((DeleteRemoteWorkload("worker1"),)), CHECK, env.workers, None, None) is None
         assert env.remote_workload("worker1", ns, name) is None, "the copy is left terminating behind its finalizer"
     finally:
-        env.worker_kueue["worker1"].patch("Workload", name, {"metadata": {"finalizers": None}}, ns)
+        if env.remote_workload("worker1", ns, name) is not None:
+            env.worker_kueue["worker1"].patch("Workload", name, {"metadata": {"finalizers": None}}, ns)
+
+
+@pytest.mark.asyncio
+async def test_a_job_the_winner_keeps_refusing_ends_in_retry_with_its_message(env: Env) -> None:
+    """Issue 10, item D: a permanent refusal does not leave the Workload holding quota, retried forever."""
+    ns, name = unique("refused"), "refused"
+    client.CoreV1Api(env.api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))  # not on worker1
+    owner = manager_job(env, ns, "sample")
+    starting = 'The workload got reservation on "worker1"; creating its job there'
+    env.create_workload(ns, name, owner=owner, check_message=starting, status={"clusterName": "worker1"})
+    plan = Plan((CreateRemoteJob("worker1"),))
+    refused = f"Worker 'worker1': CreateRemoteJob failed: namespaces \"{ns}\" not found"
+    for attempt in range(1, apply_module.JOB_CREATE_ATTEMPTS):
+        with pytest.raises(WorkerCallFailed):
+            await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner)
+        check = env.check(env.kueue.get("Workload", name, ns))
+        assert (check["state"], check["message"]) == ("Pending", refused), f"attempt {attempt}"
+    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
+    local = env.kueue.get("Workload", name, ns)
+    assert (env.check(local)["state"], env.check(local)["message"]) == ("Retry", refused)
+    assert not o.is_true(local, "Admitted")
+    await env.events_of(ns, name, "MultiKueueRetry")
+
+
+@pytest.mark.asyncio
+async def test_deleting_copies_that_are_gone_or_going_logs_and_asks_nothing(
+    env: Env, namespace: str, logs: list[dict[str, Any]]
+) -> None:
+    """Issue 10, item H: no "remote workload deleted" for a copy already gone or already being deleted."""
+    ns, name = namespace, "gone"
+    wl = env.create_workload(ns, name)
+    assert await env.applier.apply(wl, Plan((DeleteRemoteWorkload("worker1"),)), CHECK, env.workers, None, None) is None
+    body = o.workload(ns, name, "user-queue", {"cpu": "1"})
+    body["metadata"]["finalizers"] = ["example.com/someone-elses"]
+    env.worker_kueue["worker2"].create(body)
+    try:
+        env.worker_kueue["worker2"].delete("Workload", name, ns)
+        assert await env.applier.apply(wl, Plan((DeleteRemoteWorkload("worker2"),)), CHECK, env.workers, None, None) is None
+        assert env.remote_workload("worker2", ns, name) is not None  # held by its other finalizer, left alone
+    finally:
+        env.worker_kueue["worker2"].patch("Workload", name, {"metadata": {"finalizers": None}}, ns)
+    assert not [e for e in logs if e.get("event") == "remote workload deleted"]
+
+
+@pytest.mark.asyncio
+async def test_a_new_priority_reaches_the_copy(env: Env, namespace: str) -> None:
+    """Issue 10, item C: priority changes are propagated to the copies, not replaced."""
+    from multikueue.controllers.multikueue.dispatch import SetRemotePriority
+
+    ns, name = namespace, "urgent"
+    wl = env.create_workload(ns, name)
+    await env.applier.apply(wl, Plan((CreateRemoteWorkload("worker1"),)), CHECK, env.workers, None, None)
+    await env.applier.apply(env.read(ns, name), Plan((SetRemotePriority("worker1", 1000),)), CHECK, env.workers, None, None)
+    copy = env.remote_workload("worker1", ns, name)
+    assert copy is not None and copy["spec"]["priority"] == 1000
 
 
 # --- 5. the controller on its queue --------------------------------------------------------------
@@ -807,3 +859,63 @@ async def test_a_missing_namespace_on_a_worker_is_retried_with_backoff(env: Env,
     assert controller.queue.failures(key) == 1, (
         f"retried in {controller.queue.waiting()[key] - controller.clock.now():.1f}s, no failure counted"
     )
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_workload_takes_its_remote_job_and_copy_with_it(env: Env, controller: Controller, namespace: str) -> None:
+    """Issue 10, item I: its owner is gone, its finalizer held by the lifecycle; deleted by name, then released."""
+    ns, name = namespace, "orphaned"
+    key = (ns, name)
+    owner = manager_job(env, ns, "sample")
+    env.create_workload(ns, name, owner=owner, check_state=CheckState.READY, check_message=reservation_message("worker1"),
+                        status={"clusterName": "worker1"})
+    copy = o.workload(ns, name, "user-queue", {"cpu": "1"})
+    copy["metadata"]["labels"] = {Labels.MULTIKUEUE_ORIGIN: ORIGIN}
+    copy["metadata"]["finalizers"] = [Finalizers.RESOURCE_IN_USE]
+    env.worker_kueue["worker1"].create(copy)
+    client.BatchV1Api(env.worker_api["worker1"]).create_namespaced_job(
+        ns, BatchJobAdapter().remote_copy(owner, origin=ORIGIN, workload_name=name)
+    )
+    env.see_job("worker1", ns, "sample")
+    worker = env.workers["worker1"]
+    worker.workloads[key] = Workload.from_k8s(env.worker_kueue["worker1"].get("Workload", name, ns))
+    # The owner is gone (the manager's Job deleted): the integration no longer has it.
+    client.BatchV1Api(env.api).delete_namespaced_job("sample", ns, propagation_policy="Orphan")
+    env.kueue.delete("Workload", name, ns)
+    deleted = env.read(ns, name)
+    assert deleted.metadata.deletion_timestamp is not None
+    controller.cache.upsert_workload(deleted)
+
+    await controller.controller.reconcile(key)
+    assert env.remote_job("worker1", ns, "sample") is None or env.remote_job("worker1", ns, "sample")["metadata"].get("deletionTimestamp")
+    assert env.remote_workload("worker1", ns, name) is None
+    assert env.kueue.get_or_none("Workload", name, ns) is not None, "released before the worker's objects were gone"
+
+    # The remote watches report both gone: the Workload is released and goes.
+    worker.jobs.clear()
+    worker.workloads.clear()
+    await controller.controller.reconcile(key)
+    assert env.kueue.get_or_none("Workload", name, ns) is None
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_workload_whose_check_is_unknown_is_released_only_after_a_grace(
+    env: Env, controller: Controller, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unknown is not gone: the AdmissionCheck may not be seen yet; only after the grace is the finalizer dropped."""
+    ns, name = namespace, "unknown-check"
+    key = (ns, name)
+    owner = manager_job(env, ns, "sample")
+    env.create_workload(ns, name, owner=owner, check_state=CheckState.READY, check_message=reservation_message("worker1"),
+                        status={"clusterName": "worker1"})
+    env.kueue.delete("Workload", name, ns)
+    controller.cache.upsert_workload(env.read(ns, name))
+    monkeypatch.setattr(controller.controller.clusters, "check_of", lambda wl: None)
+
+    assert await controller.controller.reconcile(key) == pytest.approx(UNKNOWN_CHECK_GRACE_SECONDS)
+    assert env.kueue.get_or_none("Workload", name, ns) is not None, "released while the check might still appear"
+    controller.clock.advance(UNKNOWN_CHECK_GRACE_SECONDS / 2)
+    assert await controller.controller.reconcile(key) == pytest.approx(UNKNOWN_CHECK_GRACE_SECONDS / 2)
+    controller.clock.advance(UNKNOWN_CHECK_GRACE_SECONDS / 2)
+    assert await controller.controller.reconcile(key) is None
+    o.wait_for(lambda: env.kueue.get_or_none("Workload", name, ns) is None, 10, what="the released Workload gone")

@@ -104,3 +104,59 @@ def test_namespace_missing_on_the_worker_shows_in_the_check_message(
 
     text = o.wait_for(message, 30, what="the worker's error on the check")
     assert "not found" in text and solo in text
+
+
+def test_a_missing_config_evicts_nothing(
+    kueue: o.Kueue, multikueue_setup: Any, integration_clusters: Clusters, namespace: str
+) -> None:
+    """Issue 10, item A: deleting the MultiKueueConfig and creating it again keeps the running Workload.
+
+    Unknown is not empty: the Workload stays Ready on its worker, nothing is
+    suspended or re-dispatched (before, every running Workload went to Retry).
+    """
+    import time
+
+    ns = namespace
+    check, config = f"mk-{ns}", f"cfg-{ns}"
+    multikueue_setup.put_config(config, ["worker1"])
+    multikueue_setup.put_check(check, config)
+    kueue.create(o.resource_flavor(f"default-{ns}"))
+    kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 4}}, checks=[check]))
+    kueue.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    o.wait_for(lambda: (active(kueue, "AdmissionCheck", check) or ("",))[0] == "True", 30, what="check active")
+    job = o.batch_job(ns, "steady", "user-queue", {"cpu": "1"}, managed_by="kueue.x-k8s.io/multikueue")
+    client.BatchV1Api(integration_clusters.manager).create_namespaced_job(ns, job)
+    worker = o.Kueue(integration_clusters.worker(1))
+    copy = o.wait_for(lambda: next(iter(worker.list("Workload", ns)), None), 30, what="the copy on worker1")
+    name = copy["metadata"]["name"]
+    # Play the worker's Kueue: it reserves quota for the copy.
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    worker.patch("Workload", name, {"status": {
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": now}],
+        "admission": {"clusterQueue": f"cq-{ns}", "podSetAssignments": [{"name": "main", "flavors": {"cpu": f"default-{ns}"}, "count": 1}]},
+    }}, ns, status=True)
+
+    def running() -> dict[str, Any] | None:
+        wl = kueue.get("Workload", name, ns)
+        state = next(c for c in wl["status"]["admissionChecks"] if c["name"] == check)
+        return wl if state["state"] == "Ready" and wl["status"].get("clusterName") == "worker1" else None
+
+    before = o.wait_for(running, 30, what="Ready on worker1")
+    remote_job = client.BatchV1Api(integration_clusters.worker(1)).read_namespaced_job("steady", ns)
+
+    kueue.delete("MultiKueueConfig", config)
+    o.wait_for(lambda: (active(kueue, "AdmissionCheck", check) or ("",))[0] == "False", 20, what="check inactive")
+    time.sleep(5)
+    assert running() is not None, "the running Workload was given up while its config was missing"
+    assert not o.is_true(kueue.get("Workload", name, ns), "Evicted")
+
+    multikueue_setup.put_config(config, ["worker1"])
+    o.wait_for(lambda: (active(kueue, "AdmissionCheck", check) or ("",))[0] == "True", 30, what="check active again")
+    time.sleep(2)
+    after = running()
+    assert after is not None and not o.is_true(after, "Evicted")
+    assert next(c for c in after["status"]["admissionChecks"] if c["name"] == check)["lastTransitionTime"] == next(
+        c for c in before["status"]["admissionChecks"] if c["name"] == check
+    )["lastTransitionTime"]
+    again = client.BatchV1Api(integration_clusters.worker(1)).read_namespaced_job("steady", ns)
+    assert again.metadata.uid == remote_job.metadata.uid, "the remote Job was replaced"

@@ -43,6 +43,8 @@ RESERVED_AT = NOW - timedelta(seconds=30)
 TIMEOUT = timedelta(minutes=15)
 CHECK = "mk"
 ORIGIN = "manager"
+#: The local Workload's spec; a worker's copy carries the same (``remote_workload_copy``).
+SPEC: dict[str, Any] = {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {}}]}
 
 
 def cond(kind: str, status: str = "True", *, at: datetime = RESERVED_AT, reason: str = "R", message: str = "") -> dict[str, Any]:
@@ -83,9 +85,7 @@ def local_wl(
     }
     if deleting:
         metadata["deletionTimestamp"] = format_time(NOW)
-    return Workload.from_k8s(
-        {"metadata": metadata, "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {}}]}, "status": status}
-    )
+    return Workload.from_k8s({"metadata": metadata, "spec": SPEC, "status": status})
 
 
 def remote(kind: str = "pending", *, at: datetime = RESERVED_AT) -> Workload:
@@ -97,7 +97,7 @@ def remote(kind: str = "pending", *, at: datetime = RESERVED_AT) -> Workload:
         "evicted": [cond("QuotaReserved", "False", at=at, reason="Pending"), cond("Evicted", at=at, reason="Preempted")],
         "finished": [cond("QuotaReserved", at=at), cond("Finished", at=at, reason="Succeeded", message="Job finished successfully")],
     }[kind]
-    return Workload.from_k8s({"metadata": {"name": "job-pi", "namespace": "ns"}, "status": {"conditions": conditions}})
+    return Workload.from_k8s({"metadata": {"name": "job-pi", "namespace": "ns"}, "spec": SPEC, "status": {"conditions": conditions}})
 
 
 def view(name: str, wl: Workload | None = None, *, job: bool = False, active: bool = True, since: datetime | None = None) -> ClusterView:
@@ -187,10 +187,14 @@ def test_pending_with_adapter_problem_is_rejected_and_nothing_else() -> None:
     assert decide(local_wl(nominated=["w1"]), ctx).actions == (SetCheckState(CheckState.REJECTED, problem),)
 
 
-def test_adapter_problem_does_not_stop_a_running_workload() -> None:
+def test_adapter_problem_rejects_a_running_workload_too() -> None:
+    """Item E: ``managedBy`` flipped after dispatch is seen on every reconcile (upstream rejects in any state)."""
     wl = local_wl(CheckState.READY, cluster_name="w1", message=reservation_message("w1"))
     ctx = context(view("w1", remote("admitted"), job=True), adapter_problem="The owner is not managed by Kueue: x")
-    assert decide(wl, ctx).actions == (SyncJobStatus("w1"),)
+    assert decide(wl, ctx).actions == (SetCheckState(CheckState.REJECTED, "The owner is not managed by Kueue: x"),)
+    # The lifecycle deactivates it; the next plan (Rejected) deletes the remote objects.
+    rejected = local_wl(CheckState.REJECTED, cluster_name="w1")
+    assert decide(rejected, ctx).actions == (DeleteRemoteJob("w1"), DeleteRemoteWorkload("w1"))
 
 
 # --- 3. nomination: all at once ------------------------------------------------------------------
@@ -247,9 +251,11 @@ def test_nomination_starts_once_the_other_checks_are_ready() -> None:
     assert decide(wl, context(view("w1"))).actions == (CreateRemoteWorkload("w1"), SetNominatedClusters(("w1",)), waiting("w1"))
 
 
-def test_stale_cluster_name_is_cleared_in_a_write_of_its_own() -> None:
+@pytest.mark.parametrize("kind", ["pending", "evicted", None])
+def test_stale_cluster_name_is_cleared_in_a_write_of_its_own(kind: str | None) -> None:
     wl = local_wl(cluster_name="w1")
-    assert decide(wl, context(view("w1", remote("reserved")), view("w2"))).actions == (SetClusterName(None),)
+    copy = remote(kind) if kind else None
+    assert decide(wl, context(view("w1", copy), view("w2"))).actions == (SetClusterName(None),)
 
 
 def test_an_external_dispatcher_owns_the_nominated_list() -> None:
@@ -363,10 +369,10 @@ def test_first_reserving_cluster_wins() -> None:
     assert decide(wl, ctx).actions == (
         DeleteRemoteWorkload("w1"),
         DeleteRemoteWorkload("w3"),
-        CreateRemoteJob("w2"),
         SetNominatedClusters(()),
         SetClusterName("w2"),
-        SetCheckState(CheckState.READY, 'The workload got reservation on "w2"'),
+        SetCheckState(CheckState.PENDING, 'The workload got reservation on "w2"; creating its job there'),
+        CreateRemoteJob("w2"),
     )
 
 
@@ -483,9 +489,11 @@ def test_unreachable_winner_with_unknown_loss_time_waits_a_full_timeout(views: l
 
 
 def test_winner_removed_from_the_config_is_given_up() -> None:
-    plan = decide(running(), context(view("w1", remote("reserved"))))
+    plan = decide(running(), replace(context(view("w1", remote("reserved"))), config_name="cfg"))
     assert plan.actions == (
-        SetCheckState(CheckState.RETRY, 'Reserving remote lost: worker cluster "w2" is no longer in the MultiKueueConfig'),
+        SetCheckState(
+            CheckState.RETRY, 'Reserving remote lost: worker cluster "w2" is no longer listed in the MultiKueueConfig "cfg"'
+        ),
     )
 
 
@@ -633,14 +641,16 @@ def test_simulated_run_dispatches_picks_the_first_reserving_worker_and_finishes(
     # worker2 reserves first.
     sim.now += timedelta(seconds=10)
     sim.worker("worker2", "reserved", at=sim.now)
-    [plan] = sim.settle()
+    [plan, ready] = sim.settle()
     assert plan.actions == (
         DeleteRemoteWorkload("worker1"),
-        CreateRemoteJob("worker2"),
         SetNominatedClusters(()),
         SetClusterName("worker2"),
-        SetCheckState(CheckState.READY, 'The workload got reservation on "worker2"'),
+        SetCheckState(CheckState.PENDING, 'The workload got reservation on "worker2"; creating its job there'),
+        CreateRemoteJob("worker2"),
     )
+    # Ready (and Admitted) only once the job shows on the winner.
+    assert ready.actions == (SetCheckState(CheckState.READY, 'The workload got reservation on "worker2"'),)
     assert sim.copies["worker1"] is None and sim.jobs == {"worker1": False, "worker2": True}
     assert sim.local.status.cluster_name == "worker2" and not sim.local.status.nominated_cluster_names
     # Running: only the level-triggered status sync.
@@ -696,3 +706,148 @@ def test_simulated_incremental_run_converges_each_round() -> None:
     sim.settle()
     assert sim.local.status.cluster_name == "w4"
     assert [c for c in clusters if sim.copies[c] is not None] == ["w4"]
+
+
+# --- issue 10: trust ---------------------------------------------------------------------------
+
+
+def test_an_unknown_config_keeps_a_running_workload_and_touches_nothing() -> None:
+    """Item A: a missing, unparsable or not yet seen MultiKueueConfig is not an empty one."""
+    wl = running()
+    ctx = replace(context(clusters=[]), config_known=False, config_name="cfg")
+    plan = decide(wl, ctx)
+    assert plan.actions == () and plan.requeue_after is not None
+
+
+def test_an_unknown_config_says_why_a_pending_workload_waits() -> None:
+    wl = local_wl(nominated=["w1"], message=waiting("w1").message)
+    plan = decide(wl, replace(context(clusters=[]), config_known=False, config_name="cfg"))
+    [action] = plan.actions
+    assert isinstance(action, SetCheckState) and action.state == CheckState.PENDING
+    assert 'MultiKueueConfig "cfg" is missing or cannot be read' in action.message
+    assert plan.requeue_after is not None
+
+
+def test_a_config_that_exists_and_no_longer_lists_the_winner_says_so() -> None:
+    plan = decide(running(), replace(context(view("w1", remote("reserved"))), config_name="cfg"))
+    [action] = plan.actions
+    assert isinstance(action, SetCheckState) and action.state == CheckState.RETRY
+    assert 'is no longer listed in the MultiKueueConfig "cfg"' in action.message
+
+
+def out_of_sync() -> Workload:
+    copy = remote("finished")
+    condition = copy.condition("Finished")
+    assert condition is not None
+    condition.reason = "OutOfSync"
+    return copy
+
+
+def test_a_remote_finish_out_of_sync_is_a_retry_not_a_completion() -> None:
+    """Item B: upstream resets the check to Retry and dispatches again."""
+    plan = decide(running(), context(view("w1"), view("w2", out_of_sync(), job=True)))
+    assert plan.actions == (
+        SetCheckState(
+            CheckState.RETRY,
+            'Remote workload on worker cluster "w2" is out of sync with its user job, resetting for re-dispatch',
+        ),
+    )
+    assert not any(isinstance(a, FinishLocal) for a in plan.actions)
+
+
+def test_a_copy_finished_out_of_sync_is_not_taken_for_a_finish_while_dispatching() -> None:
+    wl = local_wl(nominated=["w1", "w2"], message=waiting("w1", "w2").message)
+    actions = decide(wl, context(view("w1", out_of_sync()), view("w2", remote()))).actions
+    assert not any(isinstance(a, FinishLocal) for a in actions)
+    assert DeleteRemoteWorkload("w1") in actions  # replaced: created again once gone
+
+
+def drifted(kind: str = "reserved", count: int = 64) -> Workload:
+    copy = remote(kind)
+    copy.spec.pod_sets[0].count = count
+    return copy
+
+
+def test_a_drifted_reserved_copy_is_not_adopted_but_replaced() -> None:
+    """Item C: a stale copy with count 64 of a re-created Workload with count 1."""
+    wl = local_wl(nominated=["w1", "w2"], message=waiting("w1", "w2").message)
+    actions = decide(wl, context(view("w1", drifted()), view("w2", remote()))).actions
+    assert not any(isinstance(a, (CreateRemoteJob, SetClusterName)) for a in actions)
+    assert DeleteRemoteWorkload("w1") in actions
+
+
+def test_a_drifted_winner_is_given_up() -> None:
+    actions = decide(running(), context(view("w1"), view("w2", drifted("admitted"), job=True))).actions
+    [check] = [a for a in actions if isinstance(a, SetCheckState)]
+    assert check.state == CheckState.RETRY and "pod set counts differ" in check.message
+
+
+def test_spec_drift_compares_queue_counts_and_requests_not_priority() -> None:
+    from multikueue.controllers.multikueue.dispatch import spec_drift
+
+    local = local_wl()
+    same = remote("reserved")
+    assert spec_drift(local, same) is None
+    same.spec.priority = 7
+    assert spec_drift(local, same) is None
+    other_queue = remote("reserved")
+    other_queue.spec.queue_name = "elsewhere"
+    assert spec_drift(local, other_queue) == "queue name"
+    bigger = remote("reserved")
+    bigger.spec.pod_sets[0].template = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "8"}}}]}}
+    assert spec_drift(local, bigger) == "resource requests"
+
+
+def test_a_priority_change_is_propagated_to_the_running_copy() -> None:
+    from multikueue.controllers.multikueue.dispatch import SetRemotePriority
+
+    wl = running()
+    wl.spec.priority = 100
+    actions = decide(wl, context(view("w1"), view("w2", remote("admitted"), job=True))).actions
+    assert actions == (SetRemotePriority("w2", 100), SyncJobStatus("w2"))
+
+
+def test_ready_waits_for_the_job_on_the_winner() -> None:
+    """Item D: the check stays Pending (nothing Admitted) until the job exists on the winner."""
+    starting = local_wl(cluster_name="w2", message='The workload got reservation on "w2"; creating its job there')
+    # The job is not there yet (the create failed or its event is on the way): create again, stay Pending.
+    assert decide(starting, context(view("w1"), view("w2", remote("reserved")))).actions == (CreateRemoteJob("w2"),)
+    # The watch shows the job: Ready, and the lifecycle's Admitted follows in the same write.
+    plan = decide(starting, context(view("w1"), view("w2", remote("reserved"), job=True)))
+    assert plan.actions == (SetCheckState(CheckState.READY, reservation_message("w2")),)
+    assert next_update(starting, NOW) is None or next_update(starting, NOW).transition != "admitted"  # type: ignore[union-attr]
+
+
+def test_an_unreachable_winner_while_its_job_is_created_is_waited_for() -> None:
+    starting = local_wl(cluster_name="w2", message='The workload got reservation on "w2"; creating its job there')
+    plan = decide(starting, context(view("w1"), view("w2", active=False, since=NOW - TIMEOUT)))
+    assert [a.state for a in plan.actions if isinstance(a, SetCheckState)] == [CheckState.RETRY]
+
+
+def test_a_winner_whose_cluster_object_is_gone_runs_into_the_worker_lost_timeout() -> None:
+    """Item G: the I/O layer gives a missing MultiKueueCluster an inactive view with the time it went missing."""
+    gone = view("w2", active=False, since=NOW - timedelta(minutes=1))
+    plan = decide(running(), context(view("w1"), gone))
+    assert plan.actions == () and plan.requeue_after == TIMEOUT - timedelta(minutes=1)
+    later = context(view("w1"), gone, now=NOW + TIMEOUT)
+    [action] = decide(running(), later).actions
+    assert isinstance(action, SetCheckState) and action.state == CheckState.RETRY
+
+
+def test_a_copy_already_being_deleted_is_not_deleted_again() -> None:
+    """Item H: unless the in-use finalizer still holds it (then the I/O layer drops it)."""
+    terminating = remote("pending")
+    terminating.metadata.deletion_timestamp = NOW
+    wl = local_wl(reserved=False)
+    assert decide(wl, context(view("w1", terminating))).actions == ()
+    terminating.metadata.finalizers = ["kueue.x-k8s.io/resource-in-use"]
+    assert decide(wl, context(view("w1", terminating))).actions == (DeleteRemoteWorkload("w1"),)
+
+
+def test_a_deleted_workload_has_objects_left_until_every_active_view_is_clean() -> None:
+    """Item I: the I/O layer releases the in-use finalizer of a deleted Workload only then."""
+    from multikueue.controllers.multikueue.dispatch import remote_objects_left
+
+    assert remote_objects_left(context(view("w1"), view("w2", job=True)))
+    assert remote_objects_left(context(view("w1", remote())))
+    assert not remote_objects_left(context(view("w1"), view("w2", remote(), active=False, since=NOW)))

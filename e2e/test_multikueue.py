@@ -17,50 +17,24 @@ from multikueue.dev import objects as o
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
+from multikueue.dev.scenarios import MANAGED_BY, job_complete, multikueue_queues, timed_job
 from multikueue.integrations.naming import workload_name_for_owner
 
 pytestmark = pytest.mark.e2e
 
-MANAGED_BY = "kueue.x-k8s.io/multikueue"
-
-
-def job(namespace: str, name: str, cpu: str, run_for: str = "2s", parallelism: int = 1) -> dict[str, Any]:
-    body = o.batch_job(namespace, name, "user-queue", {"cpu": cpu}, parallelism=parallelism)
-    body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": run_for}}
-    return body
-
-
 def setup_multikueue(clusters: Clusters, ns: str, worker_cpu: tuple[int, int] = (8, 8), manager_cpu: int = 1000) -> None:
-    manager = o.Kueue(clusters.manager)
-    check, config = f"mk-{ns}", f"mkc-{ns}"
-    manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": config}, "spec": {"clusters": ["worker1", "worker2"]}})
-    manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
-                    "spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}})
-    manager.create(o.resource_flavor(f"default-{ns}"))
-    manager.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": manager_cpu}}, checks=[check]))
-    manager.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
-    for index, cpu in enumerate(worker_cpu, start=1):
-        worker = o.Kueue(clusters.worker(index))
-        worker.create(o.resource_flavor(f"default-{ns}"))
-        worker.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": cpu}}))
-        worker.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
-    o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", check), "Active"), 60, what="MultiKueue check active")
-
-
-def complete(batch: client.BatchV1Api, ns: str, name: str) -> bool:
-    status = batch.read_namespaced_job(name, ns).status
-    return any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])
+    multikueue_queues(clusters.manager, [clusters.worker(1), clusters.worker(2)], ns, worker_cpu, manager_cpu)
 
 
 def test_job_submitted_to_manager_runs_on_a_worker(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
     ns = namespace
     setup_multikueue(e2e_clusters, ns)
     batch = client.BatchV1Api(e2e_clusters.manager)
-    created = batch.create_namespaced_job(ns, job(ns, "hello", "1", parallelism=2))
+    created = batch.create_namespaced_job(ns, timed_job(ns, "hello", "1", parallelism=2))
     assert created.spec.managed_by == MANAGED_BY and created.spec.suspend, "the webhook queues it for MultiKueue"
     wl_name = workload_name_for_owner("hello", created.metadata.uid, "Job", "batch")
     manager = o.Kueue(e2e_clusters.manager)
-    o.wait_for(lambda: complete(batch, ns, "hello"), 120, what="manager Job Complete")
+    o.wait_for(lambda: job_complete(batch, ns, "hello"), 120, what="manager Job Complete")
     assert batch.read_namespaced_job("hello", ns).status.succeeded == 2
     def finished() -> dict[str, Any] | None:
         wl = manager.get("Workload", wl_name, ns)
@@ -91,11 +65,11 @@ def test_job_that_fits_only_worker2_lands_there(e2e_clusters: Clusters, e2e_cont
     ns = namespace
     setup_multikueue(e2e_clusters, ns, worker_cpu=(2, 8))
     batch = client.BatchV1Api(e2e_clusters.manager)
-    batch.create_namespaced_job(ns, job(ns, "big", "4"))
+    batch.create_namespaced_job(ns, timed_job(ns, "big", "4"))
     wl = workload_of(batch, ns, "big")
     manager = o.Kueue(e2e_clusters.manager)
     assert o.wait_for(lambda: cluster_name(manager, ns, wl), 60, what="dispatched") == "worker2"
-    o.wait_for(lambda: complete(batch, ns, "big"), 60, what="Complete")
+    o.wait_for(lambda: job_complete(batch, ns, "big"), 60, what="Complete")
 
 
 class PodWatch:
@@ -131,12 +105,12 @@ def test_hundred_jobs_spread_over_both_workers_and_run_once(e2e_clusters: Cluste
     batch = client.BatchV1Api(e2e_clusters.manager)
     names = [f"job-{i:03d}" for i in range(100)]
     for name in names:
-        batch.create_namespaced_job(ns, job(ns, name, "1", run_for="1s"))
+        batch.create_namespaced_job(ns, timed_job(ns, name, "1", run_for="1s"))
     manager = o.Kueue(e2e_clusters.manager)
     try:
-        o.wait_for(lambda: all(complete(batch, ns, n) for n in names), 300, interval=2, what="100 Jobs Complete")
+        o.wait_for(lambda: all(job_complete(batch, ns, n) for n in names), 300, interval=2, what="100 Jobs Complete")
     except o.WaitTimeout:
-        stuck = [n for n in names if not complete(batch, ns, n)]
+        stuck = [n for n in names if not job_complete(batch, ns, n)]
         details = []
         for n in stuck[:3]:
             j = batch.read_namespaced_job(n, ns)
@@ -159,7 +133,7 @@ def test_worker_lost_redispatches_and_stale_copy_is_removed(e2e_clusters: Cluste
     setup_multikueue(e2e_clusters, ns, worker_cpu=(8, 8))
     batch = client.BatchV1Api(e2e_clusters.manager)
     manager = o.Kueue(e2e_clusters.manager)
-    batch.create_namespaced_job(ns, job(ns, "survivor", "1", run_for="40s"))
+    batch.create_namespaced_job(ns, timed_job(ns, "survivor", "1", run_for="40s"))
     wl = workload_of(batch, ns, "survivor")
     first = o.wait_for(lambda: cluster_name(manager, ns, wl), 60, what="dispatched")
     lost = e2e_clusters.local.cluster(first)
@@ -177,7 +151,7 @@ def test_worker_lost_redispatches_and_stale_copy_is_removed(e2e_clusters: Cluste
         lost.processes.remove(apiserver)
         lost.start_apiserver(ensure_binaries().binaries)
         lost.wait_apiserver()
-    o.wait_for(lambda: complete(batch, ns, "survivor"), 120, what="Complete on the other worker")
+    o.wait_for(lambda: job_complete(batch, ns, "survivor"), 120, what="Complete on the other worker")
     back = o.Kueue(e2e_clusters.local.api(lost))
     o.wait_for(lambda: back.list("Workload", ns) == [], 90, what=f"stale copy removed from {first}")
 
@@ -190,7 +164,7 @@ def test_manager_restart_mid_dispatch_duplicates_nothing(e2e_clusters: Clusters,
     manager_ctl = e2e_controllers[0]
     names = [f"job-{i:02d}" for i in range(30)]
     for name in names:
-        batch.create_namespaced_job(ns, job(ns, name, "1", run_for="3s"))
+        batch.create_namespaced_job(ns, timed_job(ns, name, "1", run_for="3s"))
     manager = o.Kueue(e2e_clusters.manager)
     o.wait_for(
         lambda: sum(bool(cluster_name(manager, ns, workload_of(batch, ns, n))) for n in names) >= 5,
@@ -202,7 +176,7 @@ def test_manager_restart_mid_dispatch_duplicates_nothing(e2e_clusters: Clusters,
 
     time.sleep(3)
     manager_ctl.start()
-    o.wait_for(lambda: all(complete(batch, ns, n) for n in names), 240, interval=2, what="all Jobs Complete after the restart")
+    o.wait_for(lambda: all(job_complete(batch, ns, n) for n in names), 240, interval=2, what="all Jobs Complete after the restart")
     for w in watches:
         w.stop()
     runs = {n: sum(len(w.pods.get(n, ())) for w in watches) for n in names}
@@ -226,7 +200,7 @@ def test_deleting_the_manager_job_removes_the_remote_job_within_two_seconds(
     ns = namespace
     setup_multikueue(e2e_clusters, ns)
     batch = client.BatchV1Api(e2e_clusters.manager)
-    batch.create_namespaced_job(ns, job(ns, "long", "1", run_for="300s"))
+    batch.create_namespaced_job(ns, timed_job(ns, "long", "1", run_for="300s"))
     wl = workload_of(batch, ns, "long")
     manager = o.Kueue(e2e_clusters.manager)
     worker = o.wait_for(lambda: cluster_name(manager, ns, wl), 60, what="dispatched")

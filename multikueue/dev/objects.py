@@ -120,6 +120,28 @@ def batch_job(
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}
 
 
+def open_crd(group: str, kind: str, plural: str, version: str = "v1") -> dict[str, Any]:
+    """A namespaced CRD whose objects may hold anything (tests that need a kind of their own)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
 class Kueue:
     """CRUD on ``kueue.x-k8s.io`` objects of one cluster, by kind name."""
 

@@ -58,6 +58,7 @@ from multikueue.operator.scheduling import SchedulingLoop
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.queue_status import QueueStatusWriter
+from multikueue.runtime.tasks import cancel_and_wait
 from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
@@ -192,9 +193,7 @@ class Controller:
                 gc_task = asyncio.create_task(self._collect_garbage(stopped), name="multikueue gc")
             await self.scheduling.run(stopped)
         finally:
-            if gc_task is not None:
-                gc_task.cancel()
-                await asyncio.gather(gc_task, return_exceptions=True)
+            await cancel_and_wait(gc_task)
             # Shielded: kopf cancels a daemon that is slow to exit, and a half-done stop would leave
             # worker connections running on a replica that no longer leads.
             stopping = asyncio.ensure_future(self.follow())

@@ -59,6 +59,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from multikueue.api.resources import ResourceRef
 from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -247,12 +248,7 @@ class Informer:
     async def stop(self) -> None:
         """End the task and the watch thread; nothing is delivered after this is called."""
         self.halt()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
-                pass
+        await cancel_and_wait(self._task)
         done = self._thread_done
         if done is not None and not done.done():
             try:

@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client
 
 from multikueue.api.resources import ResourceRef
+from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.controllers import free_port
 from multikueue.dev.pytest_plugin import Clusters
@@ -250,18 +251,7 @@ async def test_kind_not_served_is_reported_and_retried_until_its_crd_exists(
     )
     informer.start()
     api = integration_clusters.worker(1)
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
-        },
-    }
+    crd = o.open_crd(group, "Widget", "widgets")
     try:
         assert await asyncio.wait_for(informer.wait_settled(), 30) is InformerState.UNSERVED
         assert informer.last_status == 404 and not informer.synced.is_set()

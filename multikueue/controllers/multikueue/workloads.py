@@ -46,6 +46,7 @@ from multikueue.core.cache import Cache
 from multikueue.integrations.base import Adapter
 from multikueue.integrations.binding import bound_workload_name
 from multikueue.integrations.registry import IntegrationSet
+from multikueue.runtime.tasks import cancel_and_wait
 from multikueue.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger(__name__)
@@ -134,12 +135,7 @@ class MultiKueueController:
         task, self._resync_task = self._resync_task, None
         if self._resync_stop is not None:
             self._resync_stop.set()
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
         await self.queue.stop()
 
     def resync(self) -> None:

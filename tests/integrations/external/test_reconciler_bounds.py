@@ -25,6 +25,7 @@ from kubernetes import client
 from multikueue.api.constants import Labels
 from multikueue.api.resources import WORKLOADS, ResourceRef
 from multikueue.core.cache import Cache
+from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.integrations.external import workload as external
@@ -83,18 +84,7 @@ def api(integration_clusters: Clusters) -> client.ApiClient:
 @pytest_asyncio.fixture
 async def widgets(api: client.ApiClient) -> AsyncIterator[ResourceRef]:
     group = f"t{uuid.uuid4().hex[:8]}.bounds.example.com"
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
-        },
-    }
+    crd = o.open_crd(group, "Widget", "widgets")
     await asyncio.to_thread(wiring.install_crds, api, [crd])
     yield ResourceRef(group, "v1", "widgets", True)
     await asyncio.to_thread(client.ApiextensionsV1Api(api).delete_custom_resource_definition, f"widgets.{group}")

@@ -1,0 +1,20 @@
+"""Ending background tasks the same way everywhere."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object] | None) -> None:
+    """Cancel ``task`` and wait until it has ended; whatever it raised while ending is dropped.
+
+    Used when stopping: the task's own failure was reported by the task, and a
+    stop must finish whatever state the task was in.
+    """
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
+        pass

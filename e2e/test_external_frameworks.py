@@ -248,15 +248,16 @@ def widget(ns: str, name: str, size: int = 1) -> dict[str, Any]:
 
 
 def grant_widgets(clusters: Clusters) -> None:
-    """What a cluster admin adds to the workers for a new kind: the manager's access to it and its status."""
+    """What a cluster admin adds to the workers for a new kind: the verbs the manager uses on it, no more.
+
+    The same rule as ``config/worker-access/frameworks`` gives the catalog's
+    kinds: list and watch (its informer), create and delete (copies).
+    """
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "multikueue-manager-widgets"},
-        "rules": [
-            {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
-            {"apiGroups": ["example.com"], "resources": ["widgets/status"], "verbs": ["get"]},
-        ],
+        "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list", "watch", "create", "delete"]}],
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -45,6 +45,10 @@ def multikueue_queues(
         worker.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": cpu}}))
         worker.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
     o.wait_for(lambda: o.is_true(kueue.get("AdmissionCheck", check), "Active"), 60, what="MultiKueue check active")
+    # The Job webhook defaults managedBy from the controller's view of the queue: wait until the
+    # controller has seen it (it marks the LocalQueue Active), or a Job created at once may be left
+    # to the manager's own Job controller and then rejected by the check.
+    o.wait_for(lambda: o.is_true(kueue.get("LocalQueue", "user-queue", ns), "Active"), 60, what="LocalQueue active on the manager")
 
 
 def job_complete(batch: client.BatchV1Api, ns: str, name: str) -> bool:

@@ -176,7 +176,15 @@ def test_manager_restart_mid_dispatch_duplicates_nothing(e2e_clusters: Clusters,
 
     time.sleep(3)
     manager_ctl.start()
-    o.wait_for(lambda: all(job_complete(batch, ns, n) for n in names), 240, interval=2, what="all Jobs Complete after the restart")
+    try:
+        o.wait_for(lambda: all(job_complete(batch, ns, n) for n in names), 240, interval=2, what="all Jobs Complete after the restart")
+    except o.WaitTimeout:
+        stuck = {}
+        for n in names:
+            if not job_complete(batch, ns, n):
+                status = (manager.get_or_none("Workload", workload_of(batch, ns, n), ns) or {}).get("status") or {}
+                stuck[n] = {k: status.get(k) for k in ("clusterName", "admissionChecks", "conditions")}
+        pytest.fail(f"Jobs not Complete 240 s after the restart, with their Workloads' status: {stuck}")
     for w in watches:
         w.stop()
     runs = {n: sum(len(w.pods.get(n, ())) for w in watches) for n in names}

@@ -597,7 +597,8 @@ def _starting(local: Workload, check: AdmissionCheckState, ctx: DispatchContext,
     is cleared in a write of its own (the API refuses to change it from one
     worker to another), and dispatching starts over; a job already created
     there is deleted by the next nomination. An unreachable winner is
-    waited for as while running: its job may exist.
+    waited for as while running: its job may exist. A copy that finished
+    already is handled by :func:`_finish_early`.
     """
     if winner not in ctx.clusters:
         return Plan((SetClusterName(None),))
@@ -606,7 +607,7 @@ def _starting(local: Workload, check: AdmissionCheckState, ctx: DispatchContext,
         return _winner_unreachable(check, ctx, winner)
     state = remote_state(view.workload)
     if state == RemoteState.FINISHED and not _out_of_sync(view.workload):
-        return Plan((_finish_local(view), *_cleanup(ctx)))
+        return _finish_early(local, check, ctx, winner)
     if state in _RESERVING and _usable(local, view.workload):
         return _converge(local, check, ctx, winner)
     return Plan((SetClusterName(None),))
@@ -676,7 +677,7 @@ def _dispatching(local: Workload, check: AdmissionCheckState, ctx: DispatchConte
         return Plan((SetClusterName(None),))
     finished = _first_finished(ctx)
     if finished is not None:
-        return _finish_from(ctx, finished)
+        return _finish_early(local, check, ctx, finished)
     winner = _pick_winner(local, ctx)
     if winner is not None:
         return _converge(local, check, ctx, winner)
@@ -687,8 +688,22 @@ def _dispatching(local: Workload, check: AdmissionCheckState, ctx: DispatchConte
     return _nominate(local, check, ctx)
 
 
-def _finish_from(ctx: DispatchContext, cluster: str) -> Plan:
-    """A copy finished before its worker was recorded as the winner (a lost status write): finish anyway, as upstream."""
+def _finish_early(local: Workload, check: AdmissionCheckState, ctx: DispatchContext, cluster: str) -> Plan:
+    """The copy on ``cluster`` finished before the check turned ``Ready``.
+
+    This happens when the job is shorter than the way back of the news that
+    it exists (a busy manager), or when the manager restarted between
+    creating the job and writing ``Ready``. Upstream finishes the Workload at
+    once; but the manager's job object is then still suspended (it starts
+    only once its Workload is admitted), and a suspended Job cannot take the
+    worker's final status, so it would never show Complete. When the job
+    exists there, the worker is made the winner and the check ``Ready``
+    (:func:`_converge`): the owner starts, and the next plan
+    (:func:`_running`) copies the final status and finishes. A finished copy
+    whose job is gone has no status left to copy: finish at once.
+    """
+    if ctx.views[cluster].job_exists:
+        return _converge(local, check, ctx, cluster)
     return Plan((_finish_local(ctx.views[cluster]), *_cleanup(ctx)))
 
 

@@ -60,4 +60,7 @@ class BatchJobAdapter:
         # of the manager's Job is older than what the API server has.
         uncounted = wanted.get("uncountedTerminatedPods") or {}
         patch["uncountedTerminatedPods"] = {key: uncounted.get(key) for key in ("succeeded", "failed")}
+        # Likewise it refuses a finished Job with active pods; our copy may not show the count the
+        # last sync wrote yet, and a merge patch without the key would leave it (seen once in CI).
+        patch["active"] = wanted.get("active")
         return {"status": patch}

@@ -762,6 +762,43 @@ def test_a_copy_finished_out_of_sync_is_not_taken_for_a_finish_while_dispatching
     assert DeleteRemoteWorkload("w1") in actions  # replaced: created again once gone
 
 
+def starting(**kwargs: Any) -> Workload:
+    """The winner is recorded, its job is being created: the check is still Pending."""
+    return local_wl(cluster_name="w2", message='The workload got reservation on "w2"; creating its job there', **kwargs)
+
+
+def test_a_copy_that_finished_before_ready_first_makes_its_job_start_on_the_manager() -> None:
+    """Seen in CI: a short job finished on the winner while the manager restarted before writing Ready.
+
+    Finishing at once (as upstream) leaves the manager's Job suspended for
+    good: it starts only once admitted, and a suspended Job cannot take the
+    worker's final status. So the check turns Ready first, then the running
+    plan copies the status and finishes.
+    """
+    ctx = context(view("w1"), view("w2", remote("finished"), job=True))
+    assert decide(starting(), ctx).actions == (SetCheckState(CheckState.READY, reservation_message("w2")),)
+    assert decide(running(), ctx).actions[0] == FinishLocal("w2", "Succeeded", "Job finished successfully")
+
+
+def test_a_copy_that_finished_before_its_winner_was_recorded_is_made_the_winner() -> None:
+    wl = local_wl(nominated=["w1", "w2"], message=waiting("w1", "w2").message)
+    plan = decide(wl, context(view("w1", remote("reserved")), view("w2", remote("finished"), job=True)))
+    assert plan.actions == (
+        DeleteRemoteWorkload("w1"),
+        SetNominatedClusters(()),
+        SetClusterName("w2"),
+        SetCheckState(CheckState.READY, reservation_message("w2")),
+    )
+
+
+@pytest.mark.parametrize("wl", [starting(), local_wl(nominated=["w2"], message=waiting("w2").message)], ids=["starting", "dispatching"])
+def test_a_finished_copy_without_a_job_finishes_at_once(wl: Workload) -> None:
+    """No job left on the worker: there is no final status to wait for."""
+    plan = decide(wl, context(view("w2", remote("finished"))))
+    assert plan.actions[0] == FinishLocal("w2", "Succeeded", "Job finished successfully")
+    assert DeleteRemoteWorkload("w2") in plan.actions
+
+
 def drifted(kind: str = "reserved", count: int = 64) -> Workload:
     copy = remote(kind)
     copy.spec.pod_sets[0].count = count

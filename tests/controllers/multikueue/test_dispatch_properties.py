@@ -278,3 +278,29 @@ def replace_conditions(copy: Workload | None, kind: str, at: datetime) -> Worklo
     fresh = copy_of(kind, at)
     assert fresh is not None
     return fresh.model_copy(update={"spec": copy.spec})
+
+
+
+@SETTINGS
+@given(worlds(finished=False), st.data())
+def test_a_workload_is_finished_from_a_worker_job_only_once_it_was_admitted(world: World, data: st.DataObject) -> None:
+    """The manager's job starts only when its Workload is admitted (check Ready), and a
+    suspended Job cannot take the worker's final status: a finish copied from a
+    job that exists comes after Ready, never instead of it.
+
+    The world is steered to the case that matters: one reachable worker holds
+    a finished copy and the only job.
+    """
+    done = data.draw(st.sampled_from(world.clusters))
+    world.active[done] = True
+    world.copies[done] = copy_of("finished", NOW - timedelta(seconds=data.draw(st.integers(1, 100))))
+    world.jobs = {c: c == done for c in world.clusters}
+    initial = world.local.admission_check(CHECK)
+    assert initial is not None
+    state = initial.state
+    world.settle()
+    for action in world.applied:
+        if isinstance(action, SetCheckState):
+            state = action.state
+        if isinstance(action, FinishLocal) and action.cluster == done:
+            assert state == CheckState.READY, world.applied

@@ -17,7 +17,7 @@ from multikueue.dev import objects as o
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.dev.scenarios import MANAGED_BY, job_complete, multikueue_queues, timed_job
+from multikueue.dev.scenarios import MANAGED_BY, PodWatch, job_complete, multikueue_queues, timed_job
 from multikueue.integrations.naming import workload_name_for_owner
 
 pytestmark = pytest.mark.e2e
@@ -70,32 +70,6 @@ def test_job_that_fits_only_worker2_lands_there(e2e_clusters: Clusters, e2e_cont
     manager = o.Kueue(e2e_clusters.manager)
     assert o.wait_for(lambda: cluster_name(manager, ns, wl), 60, what="dispatched") == "worker2"
     o.wait_for(lambda: job_complete(batch, ns, "big"), 60, what="Complete")
-
-
-class PodWatch:
-    """Counts the pods created per Job name on a worker (to prove no Job runs twice)."""
-
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        import threading
-
-        self.pods: dict[str, set[str]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(api, namespace), daemon=True)
-        self._thread.start()
-
-    def _run(self, api: client.ApiClient, namespace: str) -> None:
-        from kubernetes import watch
-
-        core = client.CoreV1Api(api)
-        while not self._stop.is_set():
-            for event in watch.Watch().stream(core.list_namespaced_pod, namespace, timeout_seconds=5):
-                pod = event["object"]
-                name = (pod.metadata.labels or {}).get("job-name")
-                if name:
-                    self.pods.setdefault(name, set()).add(pod.metadata.name)
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 def test_hundred_jobs_spread_over_both_workers_and_run_once(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:

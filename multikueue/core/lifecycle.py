@@ -5,13 +5,16 @@ transitions that follow, from the Workload alone:
 
 - every admission check ``Ready`` (or none at all): ``Admitted=True``;
 - a check in ``Retry``: evict (reason ``AdmissionCheck``), release the quota
-  and requeue, with every check back to ``Pending``;
+  and requeue, with every check back to ``Pending``; every eviction also
+  clears ``clusterName`` and ``nominatedClusterNames`` (as upstream), so the
+  next reservation dispatches afresh instead of waiting on the worker the
+  last attempt ran on (the MultiKueue check deletes what is left there);
 - a check in ``Rejected``: deactivate (``spec.active=false``) and evict;
 - ``spec.active=false`` while holding quota: evict (reason ``Deactivated``);
 - finished or being deleted: drop the ``resource-in-use`` finalizer, so the
   Workload can go once its quota is released; except a Workload being
   deleted that is placed on workers (``clusterName`` or
-  ``nominatedClusterNames`` set, which only the MultiKueue check writes):
+  ``nominatedClusterNames`` set, which only the MultiKueue check sets):
   the MultiKueue controller drops it once the remote job and copies are
   gone, so it still sees the Workload to delete them by name (upstream keeps
   deleted Workloads in a cache for the same purpose; a finalizer also
@@ -153,11 +156,14 @@ def _evict(wl: Workload, reason: str, message: str, now: datetime, requeue: bool
         c.model_copy(update={"state": CheckState.PENDING, "message": "", "last_transition_time": now, "pod_set_updates": None})
         for c in _checks(wl)
     ]
-    return {
+    status: dict[str, Any] = {
         "admission": None,
         "conditions": _dump(conditions),
         "admissionChecks": [c.to_dict() for c in checks] if checks else None,
     }
+    if placed_on_workers(wl):
+        status.update(clusterName=None, nominatedClusterNames=None)
+    return status
 
 
 def placed_on_workers(wl: Workload) -> bool:

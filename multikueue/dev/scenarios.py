@@ -6,9 +6,12 @@ write several objects on several clusters and wait for the result.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, watch
+from urllib3.exceptions import HTTPError
 
 from multikueue.dev import objects as o
 
@@ -54,3 +57,37 @@ def multikueue_queues(
 def job_complete(batch: client.BatchV1Api, ns: str, name: str) -> bool:
     status = batch.read_namespaced_job(name, ns).status
     return any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])
+
+
+class PodWatch:
+    """Counts the pods created per Job name on a cluster (to prove no Job runs twice).
+
+    Keeps watching through the cluster's faults: a refused or cut connection
+    is retried every half second (pods created meanwhile are seen by the next
+    watch's initial listing, as the watch starts without a resourceVersion).
+    """
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.pods: dict[str, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(api, namespace), daemon=True)
+        self._thread.start()
+
+    def _run(self, api: client.ApiClient, namespace: str) -> None:
+        core = client.CoreV1Api(api)
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(core.list_namespaced_pod, namespace, timeout_seconds=5, _request_timeout=10):
+                    pod = event["object"]
+                    name = (pod.metadata.labels or {}).get("job-name")
+                    if name:
+                        self.pods.setdefault(name, set()).add(pod.metadata.name)
+            except (client.ApiException, HTTPError, OSError):
+                time.sleep(0.5)
+
+    def runs(self, job: str) -> int:
+        """How many pods of ``job`` this watch saw."""
+        return len(self.pods.get(job, ()))
+
+    def stop(self) -> None:
+        self._stop.set()

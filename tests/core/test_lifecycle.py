@@ -87,6 +87,20 @@ def test_retry_evicts_and_requeues_with_checks_reset() -> None:
     assert "mk says Retry" in update.events[0].message
 
 
+def test_an_eviction_clears_where_the_last_attempt_ran() -> None:
+    """As upstream's resetClusterNomination: the next reservation dispatches afresh.
+
+    Seen in the fault suite: a Workload re-reserved before the MultiKueue
+    check cleared the old winner found it still unreachable and was set to
+    Retry again, five times in two seconds."""
+    wl = workload([("mk", "Retry")], admitted=True, clusterName="worker2")
+    update = next_update(wl, NOW)
+    assert update is not None and update.transition == "retry"
+    assert update.status["clusterName"] is None and update.status["nominatedClusterNames"] is None
+    untouched = next_update(workload([("mk", "Retry")], admitted=True), NOW)
+    assert untouched is not None and "clusterName" not in untouched.status
+
+
 def test_rejected_deactivates() -> None:
     update = next_update(workload([("mk", "Rejected")]), NOW)
     assert update is not None and update.transition == "rejected"

@@ -1,0 +1,276 @@
+"""The fault suite: ordinary operations and failures while Jobs run, and what they must not cost.
+
+Every test submits a batch of short Jobs to the manager of the three local
+clusters, injects one fault while some of them run on the workers, and then
+checks the same three promises (:meth:`Run.verify`):
+
+- every manager Job completes, and each one ran exactly once (one pod, on
+  one worker, counted by watching both workers' pods throughout);
+- nothing is left on the workers once the Jobs are done (copies and Jobs);
+- no Workload was evicted (no ``Evicted`` condition, no ``MultiKueueRetry``
+  Event): none of these faults is a cause. A worker out of reach for less
+  than ``workerLostTimeout`` (20 s in the e2e configuration) keeps its Jobs.
+
+Run it alone with ``hack/test.sh -m faults``; it is part of the default run.
+Faults on the control planes come from :mod:`multikueue.dev.faults`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from multikueue.dev import faults, wiring
+from multikueue.dev import objects as o
+from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.localcluster import LocalCluster
+from multikueue.dev.pytest_plugin import Clusters
+from multikueue.dev.scenarios import PodWatch, job_complete, multikueue_queues, timed_job
+from multikueue.integrations.naming import workload_name_for_owner
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+
+#: Jobs per test: more than the workers hold at once (4 CPUs each, 1 CPU per Job), so
+#: some wait in the queue while the fault happens and are dispatched around it.
+JOBS = 12
+#: How long each Job's pod runs (kwok finishes it then).
+RUN_FOR = "6s"
+#: Event reasons that say a Workload was evicted or its dispatch reset.
+EVICTION_EVENTS = ("MultiKueueRetry", "Evicted", "Preempted")
+
+
+@dataclass
+class Run:
+    """One batch of Jobs on the e2e clusters, watched from submission to clean-up."""
+
+    clusters: Clusters
+    ns: str
+    names: list[str]
+    watches: list[PodWatch] = field(default_factory=list)
+
+    @property
+    def batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self.clusters.manager)
+
+    @property
+    def manager(self) -> o.Kueue:
+        return o.Kueue(self.clusters.manager)
+
+    @classmethod
+    def submit(cls, clusters: Clusters, ns: str, *, jobs: int = JOBS, run_for: str = RUN_FOR) -> "Run":
+        multikueue_queues(clusters.manager, [clusters.worker(1), clusters.worker(2)], ns, (4, 4))
+        run = cls(clusters, ns, [f"job-{i:02d}" for i in range(jobs)])
+        run.watches = [PodWatch(clusters.worker(i), ns) for i in (1, 2)]
+        for name in run.names:
+            run.batch.create_namespaced_job(ns, timed_job(ns, name, "1", run_for=run_for))
+        return run
+
+    def workload(self, job: str) -> dict[str, Any] | None:
+        uid = self.batch.read_namespaced_job(job, self.ns).metadata.uid
+        return self.manager.get_or_none("Workload", workload_name_for_owner(job, uid, "Job", "batch"), self.ns)
+
+    def running_on(self, worker: int) -> list[str]:
+        """Names of the Jobs whose pods this run has seen on ``worker`` so far."""
+        return sorted(self.watches[worker - 1].pods)
+
+    def wait_running_on(self, worker: int, count: int = 2, timeout: float = 90) -> None:
+        o.wait_for(lambda: len(self.running_on(worker)) >= count, timeout, interval=0.1, what=f"{count} Jobs running on worker{worker}")
+
+    def verify(self, *, deleted: tuple[str, ...] = (), timeout: float = 240) -> None:
+        """Every Job complete exactly once, nothing left on the workers, nothing evicted."""
+        names = [n for n in self.names if n not in deleted]
+        try:
+            o.wait_for(lambda: all(job_complete(self.batch, self.ns, n) for n in names), timeout, interval=1, what="every Job Complete")
+        except o.WaitTimeout:
+            stuck = {}
+            for n in names:
+                if not job_complete(self.batch, self.ns, n):
+                    status = (self.workload(n) or {}).get("status") or {}
+                    stuck[n] = {k: status.get(k) for k in ("clusterName", "admissionChecks", "conditions")}
+            pytest.fail(f"Jobs not Complete after {timeout:.0f} s, with their Workloads' status: {stuck}")
+        time.sleep(1)  # the last pods' watch events
+        for w in self.watches:
+            w.stop()
+        runs = {n: sum(w.runs(n) for w in self.watches) for n in names}
+        twice = {n: [sorted(w.pods.get(n, ())) for w in self.watches] for n, r in runs.items() if r != 1}
+        assert not twice, f"Jobs that did not run exactly once (pods on worker1, worker2): {twice}"
+        for index in (1, 2):
+            api = self.clusters.worker(index)
+            o.wait_for(lambda api=api: o.Kueue(api).list("Workload", self.ns) == [], 60, what=f"no Workload copy left on worker{index}")
+            o.wait_for(
+                lambda api=api: client.BatchV1Api(api).list_namespaced_job(self.ns).items == [], 60, what=f"no Job left on worker{index}"
+            )
+        evicted = {
+            w["metadata"]["name"]: o.condition(w, "Evicted") for w in self.manager.list("Workload", self.ns) if o.condition(w, "Evicted")
+        }
+        assert not evicted, f"Workloads evicted: {evicted}"
+        events = client.CoreV1Api(self.clusters.manager).list_namespaced_event(self.ns).items
+        resets = [(e.involved_object.name, e.reason, e.message) for e in events if e.reason in EVICTION_EVENTS]
+        assert not resets, f"eviction or reset Events: {resets}"
+
+
+@pytest.fixture
+def local(e2e_clusters: Clusters) -> Clusters:
+    """The e2e clusters, which must be the local control planes (the faults signal their processes)."""
+    if e2e_clusters.local is None:
+        pytest.skip("the fault suite signals the local control planes' processes; it does not run with --clusters kind")
+    return e2e_clusters
+
+
+def worker(clusters: Clusters, index: int) -> LocalCluster:
+    assert clusters.local is not None
+    return clusters.local.workers[index - 1]
+
+
+# --- the workers' control planes ---------------------------------------------------------
+
+
+def test_worker_apiserver_killed_and_back_after_five_seconds(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    run = Run.submit(local, namespace)
+    run.wait_running_on(1)
+    down = faults.restart(worker(local, 1), "kube-apiserver", kill=True, down_for=5)
+    assert down < 15, f"the restart took {down:.0f} s: longer than a worker may be lost without losing its Jobs"
+    run.verify()
+
+
+def test_worker_apiserver_frozen_for_eight_seconds(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    """SIGSTOP: connections stay open and nothing answers (the probe notices; the watches would not)."""
+    run = Run.submit(local, namespace)
+    run.wait_running_on(1)
+    manager = run.manager
+    with faults.frozen(worker(local, 1), "kube-apiserver"):
+        o.wait_for(
+            lambda: (o.condition(manager.get("MultiKueueCluster", "worker1"), "Active") or {}).get("status") == "False",
+            15,
+            what="worker1 Active=False while frozen",
+        )
+        time.sleep(3)
+    run.verify()
+
+
+def test_worker_apiserver_restarted(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    """A clean restart (SIGTERM), as a control-plane upgrade does."""
+    run = Run.submit(local, namespace)
+    run.wait_running_on(2)
+    down = faults.restart(worker(local, 2), "kube-apiserver")
+    assert down < 15, f"the restart took {down:.0f} s: longer than a worker may be lost without losing its Jobs"
+    run.verify()
+
+
+def test_worker_etcd_killed_and_restarted(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    """The apiserver stays up but can neither read nor write; its watches end."""
+    run = Run.submit(local, namespace)
+    run.wait_running_on(1)
+    faults.restart(worker(local, 1), "etcd", kill=True, down_for=3)
+    run.verify()
+
+
+# --- the manager's controller ------------------------------------------------------------
+
+
+def test_manager_controller_killed_right_after_a_remote_job_is_created(
+    local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str
+) -> None:
+    """Killed between creating a job on the winner and recording it Ready; short jobs finish meanwhile.
+
+    The case that hung two Jobs in CI: back up, the manager finds finished
+    copies of Workloads it never admitted, whose Jobs are still suspended.
+    """
+    run = Run.submit(local, namespace, run_for="1s")
+    workers = [client.BatchV1Api(local.worker(i)) for i in (1, 2)]
+    o.wait_for(lambda: any(w.list_namespaced_job(namespace).items for w in workers), 60, interval=0.02, what="a first remote Job")
+    manager_ctl = e2e_controllers[0]
+    manager_ctl.kill()
+    time.sleep(4)  # the dispatched 1-second Jobs finish on the workers meanwhile
+    manager_ctl.start()
+    run.verify()
+
+
+def test_leader_change_while_worker_events_arrive(
+    local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str, tmp_path: Path
+) -> None:
+    """Two peered manager replicas; a higher-priority one joins mid-run and takes the lead."""
+    manager_ctl = e2e_controllers[0]
+    kubeconfig, webhook_port = manager_ctl.kubeconfig, manager_ctl.webhook_port
+    peering = ("--peering", f"faults-{namespace}")
+    manager_ctl.stop()
+    # The old leader serves the Job webhooks in the usual controller's place (same port).
+    old = ControllerProcess(
+        "old", kubeconfig, "manager", tmp_path / "old.log", extra_args=(*peering, "--priority", "10"), webhooks=True, webhook_port=webhook_port
+    )
+    new = ControllerProcess("new", kubeconfig, "manager", tmp_path / "new.log", extra_args=(*peering, "--priority", "100"))
+    try:
+        old.start()
+        run = Run.submit(local, namespace)
+        run.wait_running_on(1)
+        new.start()
+        o.wait_for(lambda: "leadership released" in old.logs(), 60, what="the old leader handing over")
+        run.verify()
+        assert "remote workload created" in new.logs() or "remote job deleted" in new.logs(), "the new leader acted"
+    finally:
+        new.stop()
+        old.stop()
+        manager_ctl.start()
+
+
+# --- configuration changed under running Jobs ------------------------------------------
+
+
+def test_kubeconfig_secret_rotated(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    """A new token for worker1 written into its Secret: the connection is rebuilt, nothing else changes."""
+    run = Run.submit(local, namespace)
+    run.wait_running_on(1)
+    endpoint = wiring.endpoint_from_kubeconfig("worker1", local.kubeconfigs[1])
+    access = wiring.grant_worker_access(endpoint)
+    wiring.register_worker(local.manager, access)
+    run.verify()
+
+
+def test_multikueue_config_deleted_and_recreated(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    """Unknown is not empty: five seconds without the config pause dispatch, they evict nothing."""
+    run = Run.submit(local, namespace)
+    run.wait_running_on(1)
+    manager = run.manager
+    config = manager.get("MultiKueueConfig", f"mkc-{namespace}")
+    manager.delete("MultiKueueConfig", config["metadata"]["name"])
+    time.sleep(5)
+    manager.create({"apiVersion": config["apiVersion"], "kind": "MultiKueueConfig", "metadata": {"name": config["metadata"]["name"]}, "spec": config["spec"]})
+    run.verify()
+
+
+def test_manager_job_deleted_while_running(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
+    """The deleted Job's remote Job goes with it; the others are untouched."""
+    run = Run.submit(local, namespace, run_for="20s")
+    run.wait_running_on(1, count=1)
+    victim = run.running_on(1)[0]
+    remote = client.BatchV1Api(local.worker(1))
+    run.batch.delete_namespaced_job(victim, namespace, propagation_policy="Background")
+    started = time.monotonic()
+
+    def gone() -> bool:
+        try:
+            remote.read_namespaced_job(victim, namespace)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return False
+
+    o.wait_for(gone, 10, interval=0.05, what=f"the remote Job {victim} deleted")
+    assert time.monotonic() - started < 5
+    run.verify(deleted=(victim,))
+
+
+@pytest.fixture(autouse=True)
+def _controllers_alive(e2e_controllers: list[ControllerProcess]) -> Iterator[None]:
+    """A fault test ends with every controller running, whatever it did to them."""
+    yield
+    for ctl in e2e_controllers:
+        if not ctl.alive:
+            ctl.start()

@@ -9,7 +9,11 @@ checks the same three promises (:meth:`Run.verify`):
 - nothing is left on the workers once the Jobs are done (copies and Jobs);
 - no Workload was evicted (no ``Evicted`` condition, no ``MultiKueueRetry``
   Event): none of these faults is a cause. A worker out of reach for less
-  than ``workerLostTimeout`` (20 s in the e2e configuration) keeps its Jobs.
+  than ``workerLostTimeout`` (40 s in the e2e configuration) keeps its Jobs.
+
+The partition test is the exception: a worker cut off from the manager for
+longer than that is a cause, and what it checks is fencing, that no Job
+ever runs on two workers at once.
 
 Run it alone with ``hack/test.sh -m faults``; it is part of the default run.
 Faults on the control planes come from :mod:`multikueue.dev.faults`.
@@ -17,6 +21,8 @@ Faults on the control planes come from :mod:`multikueue.dev.faults`.
 
 from __future__ import annotations
 
+import base64
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,12 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from multikueue.dev import faults, wiring
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.localcluster import LocalCluster
+from multikueue.dev.proxy import TcpProxy
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.dev.scenarios import PodWatch, job_complete, multikueue_queues, timed_job
 from multikueue.integrations.naming import workload_name_for_owner
@@ -265,6 +273,116 @@ def test_manager_job_deleted_while_running(local: Clusters, e2e_controllers: lis
     o.wait_for(gone, 10, interval=0.05, what=f"the remote Job {victim} deleted")
     assert time.monotonic() - started < 5
     run.verify(deleted=(victim,))
+
+
+# --- a network partition: fencing -------------------------------------------------------
+
+
+class LivePods:
+    """Samples both workers' live pods every 0.2 s: which Jobs ever had pods on two workers at once."""
+
+    def __init__(self, clusters: Clusters, ns: str) -> None:
+        self.apis = [client.CoreV1Api(clusters.worker(i)) for i in (1, 2)]
+        self.ns = ns
+        self.both: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def on(self, index: int) -> set[str]:
+        """The Jobs with live pods (pending or running, not being deleted) on worker ``index`` now."""
+        pods = self.apis[index - 1].list_namespaced_pod(self.ns, _request_timeout=5).items
+        return {
+            (p.metadata.labels or {}).get("job-name", "")
+            for p in pods
+            if p.metadata.deletion_timestamp is None and p.status.phase in ("Pending", "Running")
+        } - {""}
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                on1, on2 = self.on(1), self.on(2)
+            except Exception:  # noqa: BLE001 - a failed sample is skipped, the next one counts
+                continue
+            for job in on1 & on2:
+                self.both.setdefault(job, time.monotonic())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _point_secret_at(api: client.ApiClient, secret: str, server: str) -> str:
+    """Rewrite the server of a kubeconfig Secret on the manager; return the previous server."""
+    core = client.CoreV1Api(api)
+    body = core.read_namespaced_secret(secret, wiring.CONTROLLER_NAMESPACE)
+    document = yaml.safe_load(base64.b64decode(body.data["kubeconfig"]))
+    previous = document["clusters"][0]["cluster"]["server"]
+    document["clusters"][0]["cluster"]["server"] = server
+    data = {"kubeconfig": base64.b64encode(yaml.safe_dump(document).encode()).decode()}
+    core.patch_namespaced_secret(secret, wiring.CONTROLLER_NAMESPACE, {"data": data})
+    return str(previous)
+
+
+def test_a_partitioned_worker_stops_its_jobs_before_they_run_elsewhere(
+    local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str
+) -> None:
+    """The manager loses worker1 for longer than workerLostTimeout; worker1 itself runs on.
+
+    Upstream's at-least-once: worker1 keeps running its Jobs while the manager
+    dispatches them again to worker2. Fenced: worker1 sees this origin's Lease
+    expire after half the timeout and stops them first. Checked by sampling
+    both workers' live pods throughout: no Job ever has pods on both.
+    """
+    ns = namespace
+    proxy = TcpProxy(("127.0.0.1", worker(local, 1).ports.apiserver))
+    manager = o.Kueue(local.manager)
+    previous = _point_secret_at(local.manager, "worker1-secret", f"https://127.0.0.1:{proxy.port}")
+    live: LivePods | None = None
+    try:
+        o.wait_for(lambda: proxy.connections > 0, 30, what="the manager reaching worker1 through the proxy")
+        multikueue_queues(local.manager, [local.worker(1), local.worker(2)], ns, (4, 8))
+        live = LivePods(local, ns)
+        run = Run(local, ns, [f"job-{i}" for i in range(6)])
+        for name in run.names:
+            run.batch.create_namespaced_job(ns, timed_job(ns, name, "1", run_for="60s"))
+        o.wait_for(lambda: len(live.on(1)) >= 2, 60, interval=0.2, what="Jobs running on worker1")
+        on_worker1 = sorted(live.on(1))
+        proxy.cut()
+        o.wait_for(
+            lambda: (o.condition(manager.get("MultiKueueCluster", "worker1"), "Active") or {}).get("status") == "False",
+            20,
+            what="worker1 Active=False once cut off",
+        )
+        fenced = client.CoreV1Api(local.worker(1))
+        o.wait_for(
+            lambda: {e.involved_object.name for e in fenced.list_namespaced_event(ns).items if e.reason == "MultiKueueOriginLost"},
+            60,
+            what="worker1 fencing this origin's copies (MultiKueueOriginLost Events)",
+        )
+        # The manager gives worker1 up after workerLostTimeout and runs its Jobs on worker2.
+        o.wait_for(
+            lambda: set(on_worker1) <= live.on(2) | {n for n in run.names if job_complete(run.batch, ns, n)},
+            120,
+            interval=0.5,
+            what=f"{on_worker1} running again on worker2",
+        )
+        proxy.heal()
+        o.wait_for(lambda: all(job_complete(run.batch, ns, n) for n in run.names), 180, interval=1, what="every Job Complete")
+        live.stop()
+        assert not live.both, f"Jobs with live pods on both workers at once: {sorted(live.both)}"
+        for index in (1, 2):
+            api = local.worker(index)
+            o.wait_for(lambda api=api: o.Kueue(api).list("Workload", ns) == [], 90, what=f"no Workload copy left on worker{index}")
+    finally:
+        if live is not None:
+            live.stop()
+        _point_secret_at(local.manager, "worker1-secret", previous)
+        proxy.heal()
+        o.wait_for(
+            lambda: o.is_true(manager.get("MultiKueueCluster", "worker1"), "Active"), 60, what="worker1 Active again directly"
+        )
+        proxy.close()
 
 
 @pytest.fixture(autouse=True)

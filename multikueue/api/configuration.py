@@ -103,6 +103,10 @@ class MultiKueueSettings(_Section):
     worker_probe_interval: timedelta = Field(default=timedelta(seconds=2))
     worker_probe_timeout: timedelta = Field(default=timedelta(seconds=2))
     worker_probe_failures: int = Field(default=2, ge=1)
+    #: Keep an origin Lease on every worker, so a worker running this controller stops this
+    #: manager's jobs before they are dispatched again elsewhere (multikueue.core.fencing);
+    #: our extension. False removes the Lease: workers then never fence this origin.
+    fence_workers: bool = True
 
     @field_validator("worker_probe_interval", "worker_probe_timeout")
     @classmethod

@@ -60,6 +60,11 @@ def format_time(value: datetime) -> str:
     return _as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_micro_time(value: datetime) -> str:
+    """RFC 3339 in UTC with microseconds, as ``metav1.MicroTime`` serializes (a Lease's renewTime)."""
+    return _as_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 #: A ``metav1.Time``: a timezone-aware ``datetime`` in Python, RFC 3339 in JSON.
 Time = Annotated[
     datetime,

@@ -215,7 +215,7 @@ kind: Configuration
 multiKueue:
   origin: multikueue-e2e
   gcInterval: 10s
-  workerLostTimeout: 20s
+  workerLostTimeout: 40s
 """
 
 

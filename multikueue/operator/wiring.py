@@ -38,6 +38,7 @@ from urllib3.exceptions import HTTPError
 from multikueue.api import Workload
 from multikueue.api.configuration import Configuration
 from multikueue.api.resources import WORKLOADS
+from multikueue.controllers.fencing import OriginFencing
 from multikueue.controllers.lifecycle import LifecycleController, Listener
 from multikueue.controllers.multikueue.apply import PlanApplier
 from multikueue.controllers.multikueue.checks import queue_has_multikueue_check
@@ -126,6 +127,8 @@ class Controller:
     multikueue: MultiKueueController | None
     clusters: ClusterManager | None
     gc: GarbageCollector | None
+    #: Workers only: stops the jobs of a manager whose origin Lease expired.
+    fencing: OriginFencing | None = None
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         """Register every kopf handler and daemon of the parts built."""
@@ -213,6 +216,8 @@ class Controller:
             self.clusters.start_all()
         if self.multikueue is not None:
             self.multikueue.start()
+        if self.fencing is not None:
+            self.fencing.start()
         log.info("leading: controllers started")
 
     async def follow(self) -> dict[str, float]:
@@ -230,6 +235,10 @@ class Controller:
             start = loop.time()
             await self.clusters.stop_all()
             took["workers"] = round(loop.time() - start, 3)
+        if self.fencing is not None:
+            start = loop.time()
+            await self.fencing.stop()
+            took["fencing"] = round(loop.time() - start, 3)
         start = loop.time()
         await self.external.stop(watches=False)
         took["external"] = round(loop.time() - start, 3)
@@ -331,6 +340,7 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
         gc = GarbageCollector(clusters, lambda key: cache.workload(key) is not None, interval=mk.gc_interval)
         external.on_object(multikueue.object_changed)
         listeners.append(_awaitable(multikueue.workload_changed))
+    fencing = OriginFencing(kube, events) if settings.role != MANAGER else None
     return Controller(
         settings=settings,
         kube=kube,
@@ -346,6 +356,7 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
         multikueue=multikueue,
         clusters=clusters,
         gc=gc,
+        fencing=fencing,
     )
 
 

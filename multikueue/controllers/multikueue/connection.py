@@ -58,6 +58,8 @@ from multikueue.runtime.informer import DELETED, NOT_USABLE, Informer, InformerS
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.tasks import cancel_and_wait
 from multikueue.api.resources import SECRETS, WORKLOADS
+from multikueue.controllers.multikueue.fencing import drop_origin_lease, hold_origin_lease
+from multikueue.core.fencing import lease_duration
 
 log = structlog.get_logger(__name__)
 
@@ -85,6 +87,8 @@ class ConnectionSettings:
     probe_interval: float = 2.0
     probe_timeout: float = 2.0
     probe_failures: int = 2
+    #: Seconds of the origin Lease kept on each worker (fencing); None: fencing off, the Lease is removed.
+    origin_lease: float | None = None
 
     @classmethod
     def from_settings(cls, settings: MultiKueueSettings) -> "ConnectionSettings":
@@ -93,6 +97,7 @@ class ConnectionSettings:
             probe_interval=settings.worker_probe_interval.total_seconds(),
             probe_timeout=settings.worker_probe_timeout.total_seconds(),
             probe_failures=settings.worker_probe_failures,
+            origin_lease=lease_duration(settings.worker_lost_timeout) if settings.fence_workers else None,
         )
 
 
@@ -124,6 +129,8 @@ class _Session:
     #: Set while the worker's apiserver misses its health probes.
     unresponsive: "RemoteUnavailable | None" = None
     probe: asyncio.Task[None] | None = None
+    #: Renews this origin's Lease on the worker (fencing), or removes it once when fencing is off.
+    lease: asyncio.Task[None] | None = None
 
     def informers(self) -> list[Informer]:
         return [i for i in (self.workloads, *self.jobs.values()) if i is not None]
@@ -259,6 +266,13 @@ class RemoteCluster:
         self._session = session
         self.kube = session.kube
         session.probe = asyncio.create_task(self._probe(session), name=f"probe {self.name}")
+        lease = self.settings.origin_lease
+        renewals = (
+            hold_origin_lease(session.kube, self.name, self.origin, lease)
+            if lease is not None
+            else drop_origin_lease(session.kube, self.name, self.origin)
+        )
+        session.lease = asyncio.create_task(renewals, name=f"origin lease {self.name}")
         # The job kinds may have changed while connecting: follow the current list.
         for ref in [r for r in session.jobs if r not in self.job_refs]:
             informer = session.jobs.pop(ref)
@@ -508,5 +522,6 @@ def _readyz(api: client.ApiClient, timeout: float) -> int:
 async def _close(session: _Session) -> None:
     """Stop the session's probe and informers (no event after this), then close its client."""
     await cancel_and_wait(session.probe)
+    await cancel_and_wait(session.lease)
     await asyncio.gather(*(i.stop() for i in session.informers()), return_exceptions=True)
     session.kube.close()

@@ -211,6 +211,7 @@ class Controller:
 
     def lead(self) -> None:
         """Start the parts that act (the cache is current): queues, worker connections, resyncs."""
+        self.jobs.start()
         self.external.start()
         if self.clusters is not None:
             self.clusters.start_all()
@@ -239,6 +240,9 @@ class Controller:
             start = loop.time()
             await self.fencing.stop()
             took["fencing"] = round(loop.time() - start, 3)
+        start = loop.time()
+        await self.jobs.stop()
+        took["jobs"] = round(loop.time() - start, 3)
         start = loop.time()
         await self.external.stop(watches=False)
         took["external"] = round(loop.time() - start, 3)

@@ -1,9 +1,12 @@
-"""The ``batch/v1`` Job integration's I/O: a kopf handler applying :mod:`decide`.
+"""The ``batch/v1`` Job integration's I/O: a kopf handler feeding a work queue that applies :mod:`decide`.
 
 A Job is reconciled when it changes and when its Workload changes (admitted,
 evicted, finished), so it starts as soon as its Workload is admitted. Each
 write carries the object's resourceVersion; a 409 means a newer event is on
-its way and will be reconciled in turn.
+its way and will be reconciled in turn. Any other failure (an API server
+answering 500 while its etcd restarts, a network error) is retried by the
+work queue with backoff: before it was only logged, and the Job waited for
+an unrelated event (seen in the fault suite: two Jobs never started).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from multikueue.integrations.batchjob.decide import JobAction, Step, decide, is_
 from multikueue.core.cache import Cache
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.workqueue import WorkQueue
 from multikueue.runtime.writer import WorkloadWriter
 from multikueue.api.resources import JOBS, WORKLOADS
 
@@ -48,6 +52,29 @@ class JobReconciler:
         self._jobs: dict[JobKey, dict[str, Any]] = {}
         #: (namespace, prebuilt Workload name) -> the Job bound to it (worker copies).
         self._prebuilt: dict[JobKey, JobKey] = {}
+        #: One reconcile per Job at a time, the latest body, failures retried with backoff.
+        self.queue: WorkQueue[JobKey] = WorkQueue(
+            "jobs", self._handle, workers=8, expected=(ApiException,), format_key=lambda k: f"{k[0]}/{k[1]}"
+        )
+
+    def _enqueue(self, key: JobKey) -> None:
+        """Queue ``key``: handled once the queue runs (this replica leads), dropped while it is stopped."""
+        self.queue.add(key)
+
+    def start(self) -> None:
+        """Start reconciling (this replica leads); kopf re-lists the Jobs when it resumes their watch."""
+        if not self.queue.started:
+            self.queue.start()
+
+    async def _handle(self, key: JobKey) -> float | None:
+        job = self._jobs.get(key)
+        if job is not None:
+            await self.reconcile(job)
+        return None
+
+    async def stop(self) -> None:
+        """Stop reconciling (leadership lost, or the process ends): no write after this returns."""
+        await self.queue.stop()
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._jobs.get((namespace, name))
@@ -75,21 +102,20 @@ class JobReconciler:
                 self._forget(key)
                 return
             self._store(key, body)
-            await self.reconcile(body)
+            self._enqueue(key)
 
     async def on_workload(self, wl: Workload) -> None:
         """Reconcile the Job bound to ``wl``, if we know it."""
         for ref in wl.metadata.owner_references or []:
             if ref.kind == "Job" and ref.api_version == "batch/v1":
-                job = self._jobs.get((wl.namespace or "", ref.name))
-                if job is not None:
-                    await self.reconcile(job)
+                key = (wl.namespace or "", ref.name)
+                if key in self._jobs:
+                    self._enqueue(key)
                 return
         # A prebuilt Workload has no owner: the Job naming it, if any.
-        key = self._prebuilt.get((wl.namespace or "", wl.name))
-        job = self._jobs.get(key) if key is not None else None
-        if job is not None:
-            await self.reconcile(job)
+        prebuilt = self._prebuilt.get((wl.namespace or "", wl.name))
+        if prebuilt is not None and prebuilt in self._jobs:
+            self._enqueue(prebuilt)
 
     def _priority(self, job: Mapping[str, Any]) -> tuple[int | None, PriorityClassRef | None]:
         name = batchjob.labels_of(job).get(Labels.PRIORITY_CLASS)
@@ -118,10 +144,7 @@ class JobReconciler:
             # A MultiKueue worker copy is created only once its Workload is admitted, but this
             # controller's watch of Workloads may lag behind its watch of Jobs: confirm with a live
             # read before suspending a Job that may be running for good reason.
-            try:
-                live = await self.kube.get_or_none(WORKLOADS, namespace, wl.name)
-            except ApiException:
-                return  # the next event reconciles again
+            live = await self.kube.get_or_none(WORKLOADS, namespace, wl.name)  # a failure is retried by the queue
             if live is not None:
                 fresh = Workload.from_k8s(live)
                 self.cache.upsert_workload(fresh)
@@ -136,7 +159,7 @@ class JobReconciler:
                 return
             log.error("job reconcile failed", job=f"{namespace}/{name}", step=action.step.value, status=exc.status, error=exc.reason)
             self._event(job, "Warning", "ReconcileFailed", f"{action.step.value}: {exc.status} {exc.reason}")
-            return
+            raise  # retried with backoff by the queue
         log.info("job reconciled", job=f"{namespace}/{name}", step=action.step.value, message=action.message)
 
     async def _apply(self, job: Mapping[str, Any], wl: Workload | None, action: JobAction) -> None:

@@ -121,3 +121,51 @@ def test_job_on_prebuilt_workload_starts_and_is_suspended_again_on_eviction(apis
         what="template restored",
     )
     assert not o.is_true(k.get("Workload", "pre", ns), "QuotaReserved")
+
+
+def test_a_failed_start_is_retried_without_a_new_event(
+    apis: tuple[o.Kueue, client.BatchV1Api], integration_clusters: Clusters, namespace: str
+) -> None:
+    """Seen in the fault suite: a Job whose start got a 500 (its apiserver's etcd restarting) never started.
+
+    Here a validating webhook that cannot be reached (failurePolicy Fail) makes
+    every update of Jobs in the namespace fail with 500; once it is removed,
+    the Job starts on the work queue's retry, with no new event on the Job or
+    its Workload to trigger it.
+    """
+    k, batch = apis
+    ns = namespace
+    admission = client.AdmissionregistrationV1Api(integration_clusters.manager)
+    name = f"refuse-job-updates-{ns}"
+    admission.create_validating_webhook_configuration(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [
+                {
+                    "name": "refuse.jobs.multikueue.test",
+                    "clientConfig": {"url": "https://127.0.0.1:1/refuse"},
+                    "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["jobs"]}],
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                    "failurePolicy": "Fail",
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 1,
+                }
+            ],
+        }
+    )
+    try:
+        queue(k, ns)
+        batch.create_namespaced_job(ns, o.batch_job(ns, "retried", "user-queue", {"cpu": "1"}))
+        core = client.CoreV1Api(integration_clusters.manager)
+        o.wait_for(
+            lambda: [e for e in core.list_namespaced_event(ns).items if e.reason == "ReconcileFailed" and e.involved_object.name == "retried"],
+            30,
+            what="the start refused (ReconcileFailed Event)",
+        )
+        assert batch.read_namespaced_job("retried", ns).spec.suspend is True
+    finally:
+        admission.delete_validating_webhook_configuration(name)
+    o.wait_for(lambda: batch.read_namespaced_job("retried", ns).spec.suspend is False, 60, what="the Job started on a retry")

@@ -25,6 +25,7 @@ Figures depend on the machine; the issue's target is >= 200 admissions/s.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -59,6 +60,13 @@ class ReservationWatch:
         self._stop.set()
 
     def _run(self) -> None:
+        try:
+            self._watch()
+        except Exception:  # noqa: BLE001 - the apiserver going away at the end of the run
+            if not self._stop.is_set():
+                raise
+
+    def _watch(self) -> None:
         objects = client.CustomObjectsApi(self.api)
         while not self._stop.is_set():
             stream = watch.Watch()
@@ -77,6 +85,18 @@ class ReservationWatch:
                 if self._stop.is_set():
                     stream.stop()
                     break
+
+
+def controller_cpu_seconds(controller: ControllerProcess) -> float | None:
+    """CPU seconds the controller process used so far (Linux /proc), or None."""
+    if controller.process is None:
+        return None
+    try:
+        fields = Path(f"/proc/{controller.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15 of stat)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -197,6 +217,9 @@ def main() -> None:
                     f"p50 {statistics.median(latencies) * 1000:.0f} ms, p99 {percentile(latencies, 0.99) * 1000:.0f} ms, "
                     f"max {max(latencies) * 1000:.0f} ms"
                 )
+            cpu = controller_cpu_seconds(controller)
+            if cpu is not None:
+                print(f"controller CPU (user+system) over the whole run: {cpu:.1f} s")
         finally:
             controller.stop()
             clusters.down()

@@ -266,7 +266,8 @@ class _Runner:
         elif isinstance(action, dispatch.CreateRemoteJob):
             if integration is None or owner is None:
                 raise _Retry(SYNC_RETRY_SECONDS)
-            body = integration.adapter.remote_copy(owner, origin=origin, workload_name=name)
+            # Off the event loop: an external kind's copy evaluates the entry's expressions on tenant data.
+            body = await asyncio.to_thread(integration.adapter.remote_copy, owner, origin=origin, workload_name=name)
             if await self._on_worker(remote, action, _create(remote, integration.ref, namespace, body)):
                 self.applier.create_failures.pop((namespace, name, remote.name), None)
                 # The Ready event of the next plan names the worker: a log line, not a second Event.
@@ -310,10 +311,11 @@ class _Runner:
             # final status would be lost, so wait. Truly gone: nothing left to copy.
             return not final or integration.ref.plural in remote.watched
         adapter = integration.adapter
-        if final and adapter.tells_finished and not adapter.is_finished(remote_job):
+        # Off the event loop, as the copy above: CEL and JSONPath on tenant objects (bounded, but not free).
+        if final and adapter.tells_finished and not await asyncio.to_thread(adapter.is_finished, remote_job):
             return False  # the job's own final event is still on its way
         try:
-            patch = adapter.status_patch(owner, remote_job)
+            patch = await asyncio.to_thread(adapter.status_patch, owner, remote_job)
         except SyncLater:
             return False
         if patch is not None:

@@ -28,7 +28,7 @@ from multikueue.core.fencing import LEASE_NAMESPACE, lease_name
 from multikueue.dev import objects as o
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.runtime.events import EventRecorder
-from multikueue.runtime.kube import AsyncKube, load_api_client
+from multikueue.runtime.kube import AsyncKube
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio, pytest.mark.timeout(120)]
 
@@ -47,13 +47,10 @@ async def manager_token(integration_clusters: Clusters) -> AsyncIterator[AsyncKu
         kube.close()
 
 
-@pytest_asyncio.fixture
-async def worker_admin(integration_clusters: Clusters) -> AsyncIterator[AsyncKube]:
-    kube = AsyncKube(load_api_client(str(integration_clusters.kubeconfigs[1]), 4), workers=4)
-    try:
-        yield kube
-    finally:
-        kube.close()
+@pytest.fixture
+def worker_admin(admin_kube: Callable[[int], AsyncKube]) -> AsyncKube:
+    """worker1 as its own controller reaches it: admin credentials."""
+    return admin_kube(1)
 
 
 async def until(check: Callable[[], bool], timeout: float, what: str) -> float:

@@ -34,7 +34,7 @@ from multikueue.api.constants import MultiKueue
 from multikueue.api.multikueue import MultiKueueCluster
 from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.runtime.kube import AsyncKube, load_api_client
+from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.kubeconfig import MAX_KUBECONFIG_BYTES, validate_kubeconfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -111,13 +111,9 @@ async def _until(check: Callable[[], bool], timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
-@pytest_asyncio.fixture
-async def manager(integration_clusters: Clusters) -> AsyncIterator[AsyncKube]:
-    kube = AsyncKube(load_api_client(str(integration_clusters.kubeconfigs[0]), 4), workers=4)
-    try:
-        yield kube
-    finally:
-        kube.close()
+@pytest.fixture
+def manager(admin_kube: Callable[[int], AsyncKube]) -> AsyncKube:
+    return admin_kube(0)
 
 
 Start = Callable[..., Awaitable[RemoteCluster]]

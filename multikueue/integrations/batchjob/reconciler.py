@@ -17,6 +17,7 @@ from typing import Any
 import kopf
 import structlog
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.constants import Labels
@@ -54,7 +55,7 @@ class JobReconciler:
         self._prebuilt: dict[JobKey, JobKey] = {}
         #: One reconcile per Job at a time, the latest body, failures retried with backoff.
         self.queue: WorkQueue[JobKey] = WorkQueue(
-            "jobs", self._handle, workers=8, expected=(ApiException,), format_key=lambda k: f"{k[0]}/{k[1]}"
+            "jobs", self._handle, workers=8, expected=(ApiException, HTTPError, OSError), format_key=lambda k: f"{k[0]}/{k[1]}"
         )
 
     def _enqueue(self, key: JobKey) -> None:

@@ -81,9 +81,14 @@ def status_sync_action(local_job: Job, remote_job: Job) -> StatusSync:
 def remote_copy(job: Job, *, origin: str, workload_name: str) -> dict[str, Any]:
     """The Job MultiKueue creates on a worker for this manager Job (upstream's ``SyncJob``).
 
-    Kept: name, namespace, labels, annotations and the spec, ``suspend``
-    included (upstream copies it as is: the worker's Kueue starts the copy
-    when the Workload copy is admitted there). Added: labels
+    Kept: name, namespace, labels, annotations and the spec, but always
+    ``suspend: true``: the worker's Kueue starts the copy when the Workload
+    copy is admitted there. Upstream copies ``suspend`` as is and relies on
+    the worker's webhook to suspend a queued Job at creation; a worker
+    without that webhook, or a copy made while the manager's Job was still
+    running from an earlier admission (a Retry re-dispatches before the
+    manager's Job is suspended again), would otherwise run it unadmitted.
+    Added: labels
     ``kueue.x-k8s.io/multikueue-origin`` and
     ``kueue.x-k8s.io/prebuilt-workload-name`` (an annotation of that key
     instead when the name is longer than a label value may be, as upstream).
@@ -108,6 +113,7 @@ def remote_copy(job: Job, *, origin: str, workload_name: str) -> dict[str, Any]:
 
     spec = copy.deepcopy(dict(spec_of(job)))
     spec.pop("managedBy", None)
+    spec["suspend"] = True
     if spec.get("manualSelector") is not True:
         spec.pop("selector", None)
         template_meta = (spec.get("template") or {}).get("metadata")

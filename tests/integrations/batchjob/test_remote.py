@@ -59,10 +59,12 @@ def test_remote_copy_of_an_apiserver_job(manager_job: JobFactory) -> None:
     }
 
 
-def test_remote_copy_keeps_suspend_as_the_manager_has_it(manager_job: JobFactory) -> None:
+def test_remote_copy_is_always_suspended_for_the_worker_kueue_to_start(manager_job: JobFactory) -> None:
+    """Seen in the fault suite: a copy made while the manager's Job still ran (a Retry re-dispatching
+    before the manager's Job was suspended again) was created running, outside the worker's admission."""
     job = manager_job()
     job["spec"]["suspend"] = False
-    assert remote_copy(job, origin="m", workload_name="wl")["spec"]["suspend"] is False
+    assert remote_copy(job, origin="m", workload_name="wl")["spec"]["suspend"] is True
 
 
 def test_remote_copy_keeps_a_manual_selector(manager_job: JobFactory) -> None:

@@ -164,19 +164,14 @@ class AsyncKube:
         path = self._path(ref, namespace, name, "status" if status else None)
         return await self.call(self._request, "PATCH", path, patch, content_type)
 
-    async def delete(
-        self, ref: ResourceRef, namespace: str | None, name: str, propagation: str = "Background", *, uid: str | None = None
-    ) -> bool:
-        """Delete (only the object with ``uid``, when given: 409 otherwise); False when it was already gone."""
-        options: dict[str, Any] = {"propagationPolicy": propagation}
-        if uid is not None:
-            options["preconditions"] = {"uid": uid}
+    async def delete(self, ref: ResourceRef, namespace: str | None, name: str, propagation: str = "Background") -> bool:
+        """Delete; False when it was already gone."""
         try:
             await self.call(
                 self._request,
                 "DELETE",
                 self._path(ref, namespace, name),
-                options,
+                {"propagationPolicy": propagation},
                 "application/json",
             )
             return True

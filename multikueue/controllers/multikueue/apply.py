@@ -268,13 +268,10 @@ class _Runner:
                 raise _Retry(SYNC_RETRY_SECONDS)
             # Off the event loop: an external kind's copy evaluates the entry's expressions on tenant data.
             body = await asyncio.to_thread(integration.adapter.remote_copy, owner, origin=origin, workload_name=name)
-            created = await self._on_worker(remote, action, _create(remote, integration.ref, namespace, body))
-            if created:
+            if await self._on_worker(remote, action, _create(remote, integration.ref, namespace, body)):
                 self.applier.create_failures.pop((namespace, name, remote.name), None)
                 # The Ready event of the next plan names the worker: a log line, not a second Event.
                 log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
-            elif created is False:  # 409 (None: the refusals ran out, given up above)
-                await self._name_taken(remote, action, integration, body)
         elif isinstance(action, dispatch.DeleteRemoteJob):
             if integration is None:
                 return
@@ -358,46 +355,6 @@ class _Runner:
         if copy is None or copy["metadata"].get("deletionTimestamp"):
             return False  # gone with its finalizer, or its deletion was asked for already
         return await kube.delete(WORKLOADS, namespace, name)
-
-    async def _name_taken(self, remote: RemoteCluster, action: Any, integration: Integration, body: Mapping[str, Any]) -> None:
-        """The create found an object of that name on the worker; find out whose it is.
-
-        Ours (this Workload's, the watch lagging): nothing to do. This
-        manager's but bound to another Workload: left by an earlier incarnation
-        of the same manager object (deleted and re-created under the same name;
-        the manager allows one live object per name), deleted now rather than
-        at the next GC, then the plan is made again. Anyone else's (another
-        origin, or no MultiKueue at all): a refusal, said on the check and
-        counted as the worker's other permanent refusals, so the Workload is
-        dispatched again instead of waiting for good.
-        """
-        assert remote.kube is not None
-        meta = body["metadata"]
-        namespace, job_name, workload = meta["namespace"], meta["name"], self.wl.name
-        existing = await self._on_worker(remote, action, remote.kube.get_or_none(integration.ref, namespace, job_name))
-        if existing is None:
-            raise _Retry(SYNC_RETRY_SECONDS)  # gone meanwhile: create it on the next plan
-        origin = (existing.get("metadata", {}).get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN)
-        bound = bound_workload_name(existing)
-        if origin == self.applier.origin and bound == workload:
-            return
-        kind = integration.adapter.kind
-        if origin == self.applier.origin:
-            log.info("stale remote job of an earlier workload deleted", workload=f"{namespace}/{workload}",
-                     cluster=remote.name, kind=kind, job=job_name, bound_to=bound)
-            uid = existing["metadata"].get("uid")
-            await self._on_worker(remote, action, remote.kube.delete(integration.ref, namespace, job_name, uid=uid))
-            raise _Retry(SYNC_RETRY_SECONDS)
-        whose = f"another MultiKueue manager (origin {origin!r})" if origin else "no MultiKueue manager"
-        message = (
-            f"Worker {remote.name!r}: {kind} {namespace}/{job_name} already exists there and belongs to {whose}; "
-            f"delete or rename it on that worker"
-        )
-        if self._count_refusal(remote.name):
-            await self._give_up(message)
-            return
-        await self._report(message)
-        raise WorkerCallFailed(remote.name, type(action).__name__, RuntimeError(message))
 
     def _count_refusal(self, cluster: str) -> bool:
         """Count one permanent refusal of the job's creation on ``cluster``; True when it is time to give up."""

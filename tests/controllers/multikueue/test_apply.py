@@ -623,50 +623,6 @@ async def test_a_job_of_another_manager_is_not_deleted(env: Env, namespace: str)
 
 
 @pytest.mark.asyncio
-async def test_a_job_name_taken_by_another_manager_is_a_refusal_that_ends_in_retry(env: Env, namespace: str) -> None:
-    """Before: the create's 409 was taken for our own job and the Workload stayed Pending for good."""
-    ns, name = namespace, "taken"
-    owner = manager_job(env, ns, "sample")
-    starting = 'The workload got reservation on "worker1"; creating its job there'
-    env.create_workload(ns, name, owner=owner, check_message=starting, status={"clusterName": "worker1"})
-    foreign = BatchJobAdapter().remote_copy(owner, origin="someone-else", workload_name=name)
-    client.BatchV1Api(env.worker_api["worker1"]).create_namespaced_job(ns, foreign)
-    plan = Plan((CreateRemoteJob("worker1"),))
-    taken = (
-        f"Worker 'worker1': Job {ns}/sample already exists there and belongs to another MultiKueue manager "
-        f"(origin 'someone-else'); delete or rename it on that worker"
-    )
-    for attempt in range(1, apply_module.JOB_CREATE_ATTEMPTS):
-        with pytest.raises(WorkerCallFailed):
-            await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner)
-        check = env.check(env.kueue.get("Workload", name, ns))
-        assert (check["state"], check["message"]) == ("Pending", taken), f"attempt {attempt}"
-    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
-    assert env.check(env.kueue.get("Workload", name, ns))["state"] == "Retry"
-    assert env.remote_job("worker1", ns, "sample")["metadata"]["labels"][Labels.MULTIKUEUE_ORIGIN] == "someone-else"
-
-
-@pytest.mark.asyncio
-async def test_a_stale_job_of_an_earlier_workload_is_replaced_at_once(env: Env, namespace: str) -> None:
-    """The manager Job deleted and re-created under the same name: its old remote Job is ours but bound elsewhere."""
-    ns, name = namespace, "second-life"
-    owner = manager_job(env, ns, "sample")
-    env.create_workload(ns, name, owner=owner, status={"clusterName": "worker1"})
-    stale = BatchJobAdapter().remote_copy(owner, origin=ORIGIN, workload_name="first-life")
-    client.BatchV1Api(env.worker_api["worker1"]).create_namespaced_job(ns, stale)
-    plan = Plan((CreateRemoteJob("worker1"),))
-    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) == (
-        apply_module.SYNC_RETRY_SECONDS
-    )
-    assert env.remote_job("worker1", ns, "sample") is None, "the stale job is deleted"
-    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
-    created = env.remote_job("worker1", ns, "sample")
-    assert created is not None and created["metadata"]["labels"][Labels.PREBUILT_WORKLOAD_NAME] == name
-    # Ours and bound to this Workload: a second create is no error and changes nothing.
-    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
-
-
-@pytest.mark.asyncio
 async def test_deleting_a_remote_copy_drops_its_finalizer(env: Env, namespace: str) -> None:
     ns, name = namespace, "held"
     wl = env.create_workload(ns, name)

@@ -307,7 +307,19 @@ def test_custom_crd_dispatched_from_configmap_entries_added_and_removed_live(
     message = o.wait_for(forbidden, 60, what="RBAC problem on the check")
     assert "widgets" in message and "example.com" in message
     grant_widgets(e2e_clusters)
-    index, copy_ = o.wait_for(lambda: worker_copy(e2e_clusters, WIDGET, ns, "w1"), 60, what="Widget on a worker")
+
+    def on_winner() -> tuple[int, dict[str, Any]] | None:
+        """The Widget on the worker the Workload is admitted on (after the refusals' Retry a copy
+        made on another worker may live a moment; see the session notes)."""
+        current = o.Kueue(manager).get("Workload", wl["metadata"]["name"], ns)
+        winner = (current.get("status") or {}).get("clusterName")
+        if not winner or not o.is_true(current, "Admitted"):
+            return None
+        index = int(winner.removeprefix("worker"))
+        obj = get(e2e_clusters.worker(index), WIDGET, ns, "w1")
+        return (index, obj) if obj is not None else None
+
+    index, copy_ = o.wait_for(on_winner, 60, what="Widget on the winning worker")
     assert copy_["spec"]["control"] == {"color": "blue"}, "managedBy removed at its own path"
     assert copy_["metadata"]["annotations"]["example.com/copied-from"] == "w1"
 

@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -39,8 +38,7 @@ from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.localcluster import LocalCluster
 from multikueue.dev.proxy import TcpProxy
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.dev.scenarios import PodWatch, job_complete, multikueue_queues, timed_job
-from multikueue.integrations.naming import workload_name_for_owner
+from multikueue.dev.scenarios import PodWatch, job_complete, multikueue_queues, timed_job, wait_jobs_complete
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -79,10 +77,6 @@ class Run:
             run.batch.create_namespaced_job(ns, timed_job(ns, name, "1", run_for=run_for))
         return run
 
-    def workload(self, job: str) -> dict[str, Any] | None:
-        uid = self.batch.read_namespaced_job(job, self.ns).metadata.uid
-        return self.manager.get_or_none("Workload", workload_name_for_owner(job, uid, "Job", "batch"), self.ns)
-
     def running_on(self, worker: int) -> list[str]:
         """Names of the Jobs whose pods this run has seen on ``worker`` so far."""
         return sorted(self.watches[worker - 1].pods)
@@ -93,15 +87,7 @@ class Run:
     def verify(self, *, deleted: tuple[str, ...] = (), timeout: float = 240) -> None:
         """Every Job complete exactly once, nothing left on the workers, nothing evicted."""
         names = [n for n in self.names if n not in deleted]
-        try:
-            o.wait_for(lambda: all(job_complete(self.batch, self.ns, n) for n in names), timeout, interval=1, what="every Job Complete")
-        except o.WaitTimeout:
-            stuck = {}
-            for n in names:
-                if not job_complete(self.batch, self.ns, n):
-                    status = (self.workload(n) or {}).get("status") or {}
-                    stuck[n] = {k: status.get(k) for k in ("clusterName", "admissionChecks", "conditions")}
-            pytest.fail(f"Jobs not Complete after {timeout:.0f} s, with their Workloads' status: {stuck}")
+        wait_jobs_complete(self.clusters.manager, self.ns, names, timeout)
         time.sleep(1)  # the last pods' watch events
         for w in self.watches:
             w.stop()

@@ -17,7 +17,7 @@ from multikueue.dev import objects as o
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.dev.scenarios import MANAGED_BY, PodWatch, job_complete, multikueue_queues, timed_job
+from multikueue.dev.scenarios import MANAGED_BY, PodWatch, job_complete, multikueue_queues, timed_job, wait_jobs_complete
 from multikueue.integrations.naming import workload_name_for_owner
 
 pytestmark = pytest.mark.e2e
@@ -150,15 +150,7 @@ def test_manager_restart_mid_dispatch_duplicates_nothing(e2e_clusters: Clusters,
 
     time.sleep(3)
     manager_ctl.start()
-    try:
-        o.wait_for(lambda: all(job_complete(batch, ns, n) for n in names), 240, interval=2, what="all Jobs Complete after the restart")
-    except o.WaitTimeout:
-        stuck = {}
-        for n in names:
-            if not job_complete(batch, ns, n):
-                status = (manager.get_or_none("Workload", workload_of(batch, ns, n), ns) or {}).get("status") or {}
-                stuck[n] = {k: status.get(k) for k in ("clusterName", "admissionChecks", "conditions")}
-        pytest.fail(f"Jobs not Complete 240 s after the restart, with their Workloads' status: {stuck}")
+    wait_jobs_complete(e2e_clusters.manager, ns, names, 240, interval=2)
     for w in watches:
         w.stop()
     runs = {n: sum(len(w.pods.get(n, ())) for w in watches) for n in names}

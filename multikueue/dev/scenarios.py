@@ -14,6 +14,7 @@ from kubernetes import client, watch
 from urllib3.exceptions import HTTPError
 
 from multikueue.dev import objects as o
+from multikueue.integrations.naming import workload_name_for_owner
 
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
 
@@ -57,6 +58,21 @@ def multikueue_queues(
 def job_complete(batch: client.BatchV1Api, ns: str, name: str) -> bool:
     status = batch.read_namespaced_job(name, ns).status
     return any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])
+
+
+def wait_jobs_complete(api: client.ApiClient, ns: str, names: list[str], timeout: float, interval: float = 1.0) -> None:
+    """Wait until every Job of ``names`` is Complete; on timeout, raise with the stuck ones' Workload status."""
+    batch, kueue = client.BatchV1Api(api), o.Kueue(api)
+    try:
+        o.wait_for(lambda: all(job_complete(batch, ns, n) for n in names), timeout, interval=interval, what="every Job Complete")
+    except o.WaitTimeout:
+        stuck = {}
+        for n in names:
+            if not job_complete(batch, ns, n):
+                uid = batch.read_namespaced_job(n, ns).metadata.uid
+                status = (kueue.get_or_none("Workload", workload_name_for_owner(n, uid, "Job", "batch"), ns) or {}).get("status") or {}
+                stuck[n] = {k: status.get(k) for k in ("clusterName", "admissionChecks", "conditions")}
+        raise o.WaitTimeout(f"Jobs not Complete after {timeout:.0f} s, with their Workloads' status: {stuck}") from None
 
 
 class PodWatch:

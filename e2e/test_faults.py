@@ -327,14 +327,18 @@ def test_a_partitioned_worker_stops_its_jobs_before_they_run_elsewhere(
     live: LivePods | None = None
     try:
         o.wait_for(lambda: proxy.connections > 0, 30, what="the manager reaching worker1 through the proxy")
-        multikueue_queues(local.manager, [local.worker(1), local.worker(2)], ns, (4, 8))
+        # worker2 gets its quota only once worker1 is cut off: through the proxy worker1 answers
+        # later than worker2, so with both open every Job may well go to worker2 first.
+        multikueue_queues(local.manager, [local.worker(1), local.worker(2)], ns, (4, 0))
         live = LivePods(local, ns)
         run = Run(local, ns, [f"job-{i}" for i in range(6)])
         for name in run.names:
             run.batch.create_namespaced_job(ns, timed_job(ns, name, "1", run_for="60s"))
-        o.wait_for(lambda: len(live.on(1)) >= 2, 60, interval=0.2, what="Jobs running on worker1")
+        o.wait_for(lambda: len(live.on(1)) >= 4, 60, interval=0.2, what="Jobs running on worker1")
         on_worker1 = sorted(live.on(1))
         proxy.cut()
+        quota = o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 8}})["spec"]["resourceGroups"]
+        o.Kueue(local.worker(2)).patch("ClusterQueue", f"cq-{ns}", {"spec": {"resourceGroups": quota}})
         o.wait_for(
             lambda: (o.condition(manager.get("MultiKueueCluster", "worker1"), "Active") or {}).get("status") == "False",
             20,

@@ -48,6 +48,7 @@ from multikueue.controllers.multikueue.remote_workload import remote_workload_co
 from multikueue.core import lifecycle
 from multikueue.integrations.base import Integration, SyncLater
 from multikueue.integrations.binding import bound_workload_name
+from multikueue.runtime.expectations import PendingDeletes, uid_of
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.writer import EventSpec, WorkloadWriter
 
@@ -73,6 +74,7 @@ def bound_job(
     name, when known) is tried first to avoid a scan.
     """
     jobs: Mapping[tuple[str, tuple[str, str]], dict[str, Any]] = remote.jobs
+    pending: PendingDeletes = remote.pending_deletes
 
     def ours(job: Mapping[str, Any] | None) -> bool:
         meta = (job or {}).get("metadata") or {}
@@ -80,6 +82,7 @@ def bound_job(
             job is not None
             and bound_workload_name(job) == workload
             and (meta.get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN) == origin
+            and not pending.pending(meta.get("uid"))
         )
 
     if hint is not None:
@@ -278,6 +281,7 @@ class _Runner:
             hint = owner["metadata"]["name"] if owner is not None else None
             job = bound_job(remote, integration.ref.plural, namespace, name, origin, hint=hint)
             if job is not None and await self._on_worker(remote, action, kube.delete(integration.ref, namespace, job["metadata"]["name"])):
+                remote.pending_deletes.expect(uid_of(job))
                 log.info("remote job deleted", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
         elif isinstance(action, dispatch.SyncJobStatus):
             if not await self._sync_job(remote):
@@ -352,9 +356,16 @@ class _Runner:
                 if exc.status != 409:
                     raise
                 copy = await kube.get_or_none(WORKLOADS, namespace, name)
-        if copy is None or copy["metadata"].get("deletionTimestamp"):
-            return False  # gone with its finalizer, or its deletion was asked for already
-        return await kube.delete(WORKLOADS, namespace, name)
+        if copy is None:
+            return False
+        if copy["metadata"].get("deletionTimestamp"):
+            if not copy["metadata"].get("finalizers"):
+                remote.pending_deletes.expect(uid_of(copy))  # gone with its last finalizer
+            return False  # or its deletion was asked for already: it goes when its finalizers do
+        deleted = await kube.delete(WORKLOADS, namespace, name)
+        if deleted:
+            remote.pending_deletes.expect(uid_of(copy))
+        return deleted
 
     def _count_refusal(self, cluster: str) -> bool:
         """Count one permanent refusal of the job's creation on ``cluster``; True when it is time to give up."""

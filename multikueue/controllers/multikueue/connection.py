@@ -54,6 +54,7 @@ from multikueue.api import Workload
 from multikueue.api.constants import Labels, MultiKueue, MultiKueueClusterReason
 from multikueue.api.multikueue import LocationType, MultiKueueCluster
 from multikueue.api.resources import ResourceRef
+from multikueue.runtime.expectations import PendingDeletes, uid_of
 from multikueue.runtime.informer import DELETED, NOT_USABLE, Informer, InformerState, object_key
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.tasks import cancel_and_wait
@@ -160,6 +161,9 @@ class RemoteCluster:
     _background: set[asyncio.Task[None]] = field(default_factory=set)
     #: Plurals of the job kinds listed and watched on the current connection (their ``jobs`` are known).
     watched: set[str] = field(default_factory=set)
+    #: Copies and jobs this manager deleted here whose ``DELETED`` has not come back yet: readers of
+    #: ``workloads`` and ``jobs`` treat them as gone (see :mod:`multikueue.runtime.expectations`).
+    pending_deletes: PendingDeletes = field(default_factory=PendingDeletes)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -487,6 +491,8 @@ class RemoteCluster:
         """An informer event of the current connection (events of a closed one, or of a dropped kind, are ignored)."""
         if session is not self._session:
             return
+        if event_type == DELETED:
+            self.pending_deletes.observed(uid_of(obj))
         if ref == WORKLOADS:
             self._store_workload(event_type, obj)
             self.on_change(self, "workload", obj)

@@ -398,8 +398,18 @@ def _out_of_sync(copy: Workload | None) -> bool:
 
 
 def _usable(local: Workload, copy: Workload | None) -> bool:
-    """A copy that may win or keep running: not drifted from the local spec and not finished out of sync."""
-    return copy is not None and not _out_of_sync(copy) and spec_drift(local, copy) is None
+    """A copy that may win: not being deleted, not drifted from the local spec, not finished out of sync.
+
+    A copy being deleted is never adopted: it is usually the previous attempt's,
+    which this manager deleted when that attempt ended, and a job created next
+    to it would run where the Workload is about to lose its reservation.
+    """
+    return (
+        copy is not None
+        and copy.metadata.deletion_timestamp is None
+        and not _out_of_sync(copy)
+        and spec_drift(local, copy) is None
+    )
 
 
 def remote_objects_left(ctx: DispatchContext) -> bool:

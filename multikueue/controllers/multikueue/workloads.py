@@ -75,6 +75,13 @@ def _held_for_cleanup(wl: Workload) -> bool:
     )
 
 
+def _unless_deleted(remote: RemoteCluster, copy: Workload | None) -> Workload | None:
+    """The cached copy, or None when this manager deleted it and the watch has not said so yet."""
+    if copy is None or remote.pending_deletes.pending(copy.metadata.uid):
+        return None
+    return copy
+
+
 @dataclass(frozen=True)
 class DispatchSettings:
     origin: str
@@ -249,7 +256,7 @@ class MultiKueueController:
                 name=name,
                 active=remote.state.active,
                 inactive_since=remote.state.inactive_since,
-                workload=remote.workloads.get(key),
+                workload=_unless_deleted(remote, remote.workloads.get(key)),
                 # By binding and origin, not through the owner: a deleted Workload's owner is usually gone.
                 job_exists=integration is not None
                 and bound_job(remote, integration.ref.plural, key[0], key[1], origin, hint=job_name) is not None,

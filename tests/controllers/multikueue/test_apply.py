@@ -33,6 +33,7 @@ from multikueue.api.resources import JOBS
 from multikueue.controllers.multikueue import apply as apply_module
 from multikueue.controllers.multikueue.apply import PlanApplier, WorkerCallFailed
 from multikueue.controllers.multikueue.clusters import Membership
+from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
 from multikueue.controllers.multikueue.connection import ConnectionState
 from multikueue.controllers.multikueue.dispatch import (
     CreateRemoteJob,
@@ -61,6 +62,7 @@ from multikueue.integrations.base import Integration
 from multikueue.integrations.batchjob.adapter import BatchJobAdapter
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.runtime.events import EventRecorder
+from multikueue.runtime.expectations import PendingDeletes
 from multikueue.runtime.kube import AsyncKube, load_api_client
 from multikueue.runtime.workqueue import FakeClock, WorkQueue
 from multikueue.runtime.writer import WorkloadWriter
@@ -112,6 +114,7 @@ class Worker:
     watched: set[str] = field(default_factory=lambda: {JOBS.plural})
     workloads: dict[tuple[str, str], Workload] = field(default_factory=dict)
     state: ConnectionState = field(default_factory=lambda: ConnectionState(True, "Active", "connected"))
+    pending_deletes: PendingDeletes = field(default_factory=PendingDeletes)
 
 
 @dataclass
@@ -862,6 +865,48 @@ async def test_a_missing_namespace_on_a_worker_is_retried_with_backoff(env: Env,
 
 
 @pytest.mark.asyncio
+async def test_a_copy_deleted_a_moment_ago_is_not_adopted_while_the_watch_still_shows_it(
+    env: Env, controller: Controller, namespace: str
+) -> None:
+    """Issue 10: evicted and reserved again at once, a Workload must not win on the previous attempt's copy.
+
+    The copy is deleted by this manager when the attempt ends; its watch says
+    so a moment later. A decision in that moment (here: the stand-in's cache
+    is never told) would see a copy reserving quota, make worker1 the winner
+    and create the job there, next to a copy that is gone.
+    """
+    ns, name = namespace, "again"
+    key = (ns, name)
+    wl = dispatchable(env, controller, ns, name)
+    body = remote_workload_copy(wl, origin=ORIGIN)
+    env.worker_kueue["worker1"].create(body)
+    reserved = {"conditions": [cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq")],
+                "admission": env.kueue.get("Workload", name, ns)["status"]["admission"]}
+    env.worker_kueue["worker1"].patch("Workload", name, {"status": reserved}, ns, status=True)
+    previous = Workload.from_k8s(env.worker_kueue["worker1"].get("Workload", name, ns))
+    worker = env.workers["worker1"]
+    worker.workloads[key] = previous
+
+    # The previous attempt ended: its copy is deleted (the watch has not said so yet).
+    assert await env.applier.apply(wl, Plan((DeleteRemoteWorkload("worker1"),)), CHECK, env.workers, None, None) is None
+    assert env.remote_workload("worker1", ns, name) is None
+    assert worker.workloads[key] is previous, "the stand-in's cache still shows the copy, as a lagging watch would"
+
+    # Reserved again: the decision nominates afresh instead of adopting the deleted copy.
+    controller.cache.upsert_workload(env.read(ns, name))
+    await controller.controller.reconcile(key)
+    local = env.kueue.get("Workload", name, ns)["status"]
+    assert "clusterName" not in local and local["nominatedClusterNames"] == list(WORKERS)
+    assert env.remote_job("worker1", ns, name) is None
+    fresh = env.remote_workload("worker1", ns, name)
+    assert fresh is not None and fresh["metadata"]["uid"] != previous.metadata.uid
+
+    # The DELETED event of the old copy comes: nothing is hidden any more.
+    worker.pending_deletes.observed(previous.metadata.uid)
+    assert len(worker.pending_deletes) == 0
+
+
+@pytest.mark.asyncio
 async def test_a_deleted_workload_takes_its_remote_job_and_copy_with_it(env: Env, controller: Controller, namespace: str) -> None:
     """Issue 10, item I: its owner is gone, its finalizer held by the lifecycle; deleted by name, then released."""
     ns, name = namespace, "orphaned"
@@ -891,9 +936,9 @@ async def test_a_deleted_workload_takes_its_remote_job_and_copy_with_it(env: Env
     assert env.remote_workload("worker1", ns, name) is None
     assert env.kueue.get_or_none("Workload", name, ns) is not None, "released before the worker's objects were gone"
 
-    # The remote watches report both gone: the Workload is released and goes.
-    worker.jobs.clear()
-    worker.workloads.clear()
+    # Both deletions were accepted: the next pass counts them gone (the stand-in's caches, like lagging
+    # watches, still show them) and releases the Workload.
+    assert worker.jobs and worker.workloads
     await controller.controller.reconcile(key)
     assert env.kueue.get_or_none("Workload", name, ns) is None
 

@@ -389,6 +389,14 @@ def test_an_evicted_copy_does_not_win() -> None:
     assert decide(wl, context(view("w1", remote("evicted")), view("w2", remote()))) == Plan()
 
 
+def test_a_copy_being_deleted_does_not_win_and_is_waited_for() -> None:
+    """The previous attempt's copy, deleted when it ended, may still reserve quota while it goes (issue 10)."""
+    wl = local_wl(nominated=["w1", "w2"], message=waiting("w1", "w2").message)
+    going = remote("reserved")
+    going = going.model_copy(update={"metadata": going.metadata.model_copy(update={"deletion_timestamp": NOW})})
+    assert decide(wl, context(view("w1", going), view("w2", remote()))) == Plan()
+
+
 def test_the_winner_with_its_job_already_there_is_not_given_another() -> None:
     wl = local_wl(nominated=["w1"])
     actions = decide(wl, context(view("w1", remote("reserved"), job=True))).actions

@@ -132,6 +132,8 @@ class Configuration(_Section):
     kind: str = "Configuration"
     namespace: str | None = None
     manage_jobs_without_queue_name: bool = False
+    #: When set, only Jobs in matching namespaces reach the webhooks and get a Workload: an opt-in,
+    #: stronger than upstream's for batch Jobs (docs/decisions.md).
     managed_jobs_namespace_selector: LabelSelector | None = None
     integrations: Integrations = Field(default_factory=Integrations)
     multi_kueue: MultiKueueSettings = Field(default_factory=MultiKueueSettings)
@@ -145,8 +147,6 @@ class Configuration(_Section):
         )
         if self.manage_jobs_without_queue_name:
             unused.append(".manageJobsWithoutQueueName")
-        if self.managed_jobs_namespace_selector is not None:
-            unused.append(".managedJobsNamespaceSelector")
         unused += [f".integrations.frameworks[{f}]" for f in self.integrations.frameworks if f not in SUPPORTED_FRAMEWORKS]
         return unused
 

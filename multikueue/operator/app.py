@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api.configuration import (
     CONFIG_KEY,
+    Configuration,
     DEFAULT_CONFIG_MAP,
     DEFAULT_NAMESPACE,
     ConfigurationError,
@@ -21,18 +23,24 @@ from multikueue.api.configuration import (
 )
 from multikueue.runtime import metrics
 from multikueue.runtime.logging import configure
-from multikueue.operator.scheduling import DAEMON_FINALIZER
-from multikueue.operator.wiring import Settings, build
+from multikueue.operator.wiring import Controller, Settings, build
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
+from multikueue.runtime.leaderelection import LeaderElector, default_identity, lead_alone
+from multikueue.runtime.probes import ProbeServer
 from multikueue.operator import login
 from multikueue.operator import webhook
-from multikueue.api.resources import CONFIG_MAPS, NAMESPACES, PEERINGS
+from multikueue.operator import webhook_tls
+from multikueue.api.resources import CONFIG_MAPS, NAMESPACES
 
 log = structlog.get_logger(__name__)
 
 ROLES = ("manager", "worker")
-PEERING_LIFETIME_SECONDS = 15
+
+
+def default_lease_name(role: str) -> str:
+    """The Lease the replicas of ``role`` elect their leader on (``--leader-election-id`` overrides it)."""
+    return f"multikueue-{role}-leader"
 
 
 class StartupError(Exception):
@@ -45,16 +53,80 @@ class ControllerOptions:
     namespace: str = DEFAULT_NAMESPACE
     config_map: str = DEFAULT_CONFIG_MAP
     kubeconfig: str | None = None
+    #: Port of /healthz and /readyz; 0 serves neither.
     health_port: int = 8081
     metrics_port: int = 8080
-    #: Name of the ClusterKopfPeering object; None runs standalone (no leader election).
-    peering: str | None = None
-    priority: int = 0
+    #: Elect a leader among the replicas on a Lease; off: this process acts at once (a single replica).
+    leader_elect: bool = False
+    #: Name of the Lease in ``namespace``; None: :func:`default_lease_name` of the role.
+    leader_election_id: str | None = None
     log_level: str = "INFO"
     #: Port of the Job admission webhooks; 0 disables them (Jobs must then be submitted suspended).
     webhook_port: int = 0
-    #: Address the API server uses to reach the webhooks.
-    webhook_host: str = "127.0.0.1"
+    #: Address the API server uses to reach the webhooks by URL (None: 127.0.0.1; not with webhook_service).
+    webhook_host: str | None = None
+    #: ``NAMESPACE/NAME`` of the Service the API server reaches the webhooks through (in a cluster).
+    webhook_service: str | None = None
+    #: The Service's port (None: 443).
+    webhook_service_port: int | None = None
+    #: Secret (in ``namespace``) with the certificate all replicas serve; issued when missing or expiring.
+    webhook_cert_secret: str | None = None
+    #: Directory with tls.crt, tls.key (and ca.crt) kept by someone else (cert-manager).
+    webhook_cert_dir: str | None = None
+
+
+def webhook_options(options: ControllerOptions) -> webhook.WebhookOptions | None:
+    """The webhook server's options (None when off); :class:`StartupError` for flags that do not go together."""
+    given = [
+        flag
+        for flag, value in (
+            ("--webhook-host", options.webhook_host),
+            ("--webhook-service", options.webhook_service),
+            ("--webhook-service-port", options.webhook_service_port),
+            ("--webhook-cert-secret", options.webhook_cert_secret),
+            ("--webhook-cert-dir", options.webhook_cert_dir),
+        )
+        if value is not None
+    ]
+    if not options.webhook_port:
+        if given:
+            raise StartupError(f"{', '.join(given)} without --webhook-port: the webhooks are off; pass --webhook-port")
+        return None
+    if options.webhook_service is not None and options.webhook_host is not None:
+        raise StartupError(
+            "--webhook-host and --webhook-service exclude each other: the API server reaches the webhooks "
+            "either by URL (--webhook-host, local clusters) or through a Service (--webhook-service, in a cluster)"
+        )
+    if options.webhook_service_port is not None and options.webhook_service is None:
+        raise StartupError("--webhook-service-port needs --webhook-service")
+    result = webhook.WebhookOptions(
+        port=options.webhook_port,
+        host=options.webhook_host or "127.0.0.1",
+        namespace=options.namespace,
+        service=options.webhook_service,
+        service_port=options.webhook_service_port or 443,
+        cert_secret=options.webhook_cert_secret,
+        cert_dir=options.webhook_cert_dir,
+    )
+    try:
+        result.check()
+    except webhook.WebhookOptionsError as exc:
+        raise StartupError(str(exc)) from None
+    return result
+
+
+async def webhook_server(
+    options: webhook.WebhookOptions | None, config: Configuration, kube: AsyncKube
+) -> webhook.ConfiguringServer | None:
+    """The webhook server with its first certificate loaded (issued into the Secret if needed)."""
+    if options is None:
+        return None
+    server = webhook.server(dataclasses.replace(options, managed_namespaces=config.managed_jobs_namespace_selector), kube)
+    try:
+        await server.prepare()
+    except webhook_tls.CertificateError as exc:
+        raise StartupError(f"webhook certificate ({server.source.describe()}): {exc}") from None
+    return server
 
 
 async def read_configuration(kube: AsyncKube, namespace: str, name: str) -> LoadedConfiguration:
@@ -72,22 +144,25 @@ async def read_configuration(kube: AsyncKube, namespace: str, name: str) -> Load
     return loaded
 
 
-async def ensure_peering(kube: AsyncKube, name: str) -> None:
-    """Create the ClusterKopfPeering object the replicas share, if it is missing."""
+async def run_leadership(controller: Controller, elector: LeaderElector | None, stop: asyncio.Event) -> None:
+    """Act while leading, until ``stop``: once the cache has synced, elect on the Lease (or, alone, act at once).
+
+    A replica takes part in the election only with a synced cache, so the
+    leader is never one that cannot see the cluster.
+    """
+    synced = asyncio.ensure_future(controller.synced.wait())
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        if await kube.get_or_none(PEERINGS, None, name) is None:
-            body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
-            try:
-                await kube.create(PEERINGS, None, body)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-            log.info("peering object created", peering=name)
-    except ApiException as exc:
-        raise StartupError(
-            f"cannot use peering {name!r} ({exc.status} {exc.reason}): is the ClusterKopfPeering CRD "
-            "installed? Apply config/kopf, or run without --peering"
-        ) from None
+        await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        synced.cancel()
+        stopping.cancel()
+    if stop.is_set():
+        return
+    if elector is not None:
+        await elector.run(stop)
+    else:
+        await lead_alone(controller.lead_until, stop)
 
 
 async def run_controller(options: ControllerOptions) -> None:
@@ -95,6 +170,7 @@ async def run_controller(options: ControllerOptions) -> None:
     logging.getLogger("kopf").setLevel(logging.WARNING)
     if options.role not in ROLES:
         raise StartupError(f"--role must be one of {', '.join(ROLES)}")
+    webhooks = webhook_options(options)
     kube = AsyncKube(load_api_client(options.kubeconfig, pool_size=48), workers=48)
     try:
         try:
@@ -104,8 +180,6 @@ async def run_controller(options: ControllerOptions) -> None:
                 )
         except ApiException as exc:
             raise StartupError(f"cannot reach the API server: {exc.status} {exc.reason}") from None
-        if options.peering:
-            await ensure_peering(kube, options.peering)
         loaded = await read_configuration(kube, options.namespace, options.config_map)
         events = EventRecorder(kube, options.namespace)
         controller = build(
@@ -125,43 +199,69 @@ async def run_controller(options: ControllerOptions) -> None:
             loaded.config.multi_kueue.external_frameworks,
             source=await kube.get_or_none(CONFIG_MAPS, options.namespace, options.config_map),
         )
+        admission = await webhook_server(webhooks, loaded.config, kube)
         registry = kopf.OperatorRegistry()
         controller.register(registry)
         login.register(registry, kube.api)
+        elector = (
+            LeaderElector(
+                kube,
+                namespace=options.namespace,
+                name=options.leader_election_id or default_lease_name(options.role),
+                identity=default_identity(),
+                lead=controller.lead_until,
+            )
+            if options.leader_elect
+            else None
+        )
+        stop_leading = asyncio.Event()
+        leadership: list[asyncio.Task[None]] = []
 
         @kopf.on.startup(registry=registry)
         async def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
+            # Every replica runs kopf standalone and kopf writes nothing: no Events (posting), no
+            # daemons, timers or change handlers (so no finalizers or progress annotations).
             settings.posting.enabled = False
             settings.batching.batch_window = 0.01
-            settings.persistence.finalizer = DAEMON_FINALIZER
             settings.watching.server_timeout = 300
-            # A standby replica takes over this long after the active one stops renewing.
-            settings.peering.lifetime = PEERING_LIFETIME_SECONDS
-            if options.webhook_port:
+            if admission is not None:
                 # The webhook configurations are written by webhook.server, not kopf (managed stays None).
-                settings.admission.server = webhook.server(
-                    webhook.WebhookOptions(
-                        port=options.webhook_port, host=options.webhook_host, namespace=options.namespace
-                    ),
-                    kube,
-                )
-            controller.start()
+                settings.admission.server = admission
+            leadership.append(asyncio.create_task(run_leadership(controller, elector, stop_leading), name="leadership"))
 
         @kopf.on.cleanup(registry=registry)
         async def stop_background(**_: Any) -> None:
+            # SIGTERM: stop acting (everything stopped before it returns), then release the Lease, then the rest.
+            stop_leading.set()
+            for task in leadership:
+                try:
+                    await task
+                except Exception as exc:  # noqa: BLE001 - shutting down anyway
+                    log.error("leadership loop failed", error=repr(exc)[:300])
             await controller.stop()
 
         metrics.serve(options.metrics_port)
-        log.info("controller starting", role=options.role, namespace=options.namespace, peering=options.peering)
-        await kopf.operator(
-            registry=registry,
-            clusterwide=True,
-            standalone=options.peering is None,
-            peering_name=options.peering,
-            priority=options.priority,
-            liveness_endpoint=f"http://0.0.0.0:{options.health_port}/healthz" if options.health_port else None,
-            memo=kopf.Memo(controller=controller),
+        probes = ProbeServer(options.health_port, controller.synced.is_set) if options.health_port else None
+        if probes is not None:
+            await probes.start()
+        log.info(
+            "controller starting",
+            role=options.role,
+            namespace=options.namespace,
+            leader_election=f"{options.namespace}/{elector.name}" if elector is not None else None,
+            identity=elector.identity if elector is not None else None,
         )
+        try:
+            await kopf.operator(
+                registry=registry,
+                clusterwide=True,
+                standalone=True,
+                memo=kopf.Memo(controller=controller),
+            )
+        finally:
+            if probes is not None:
+                await probes.stop()
+        log.info("controller stopped")
     finally:
         kube.close()
 

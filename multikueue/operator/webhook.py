@@ -7,39 +7,57 @@ written here, not by kopf's managed mode, for two reasons:
 
 - kopf's generator has no ``namespaceSelector`` nor ``matchConditions`` and
   makes every webhook match every Job of the cluster; ours leave out
-  ``kube-system`` and the controller's own namespace (as upstream Kueue) and
-  take each webhook's scope from the integration that owns it
-  (:data:`multikueue.integrations.batchjob.webhook.WEBHOOKS`);
+  ``kube-system`` and the controller's own namespace (as upstream Kueue),
+  select only the namespaces that opted in when the Configuration sets
+  ``managedJobsNamespaceSelector``, and take each webhook's scope from the
+  integration that owns it (:data:`multikueue.integrations.batchjob.webhook.WEBHOOKS`);
 - kopf removes its webhooks when the controller stops, so queued Jobs created
   while it is down would be accepted unsuspended and run on the manager. Ours
   stay (``failurePolicy: Fail``): those Jobs are refused until the controller
   is back, as with upstream Kueue, while Jobs outside the webhooks' scope are
   never held up.
 
-The serving certificate is generated at start (its CA goes into each
-webhook's ``caBundle``), so nothing has to be provisioned for the local
-clusters; in a cluster, pass the Service's DNS name as ``host``.
+How the API server reaches the server (:class:`WebhookOptions`): by URL
+(``https://<host>:<port>/<id>``, the local clusters and the tests) or, in a
+cluster, through a Service (``clientConfig.service``). Which certificate it
+presents: one generated at start, the one in a Secret every replica shares,
+or one mounted from a directory (cert-manager); see
+:mod:`multikueue.operator.webhook_tls`. Every replica writes the same
+configurations, and only when they differ from what is stored, so replicas
+never flap; the certificate is polled and reloaded without a restart.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import copy
-import tempfile
+import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import kopf
 import structlog
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 from multikueue.api.configuration import DEFAULT_NAMESPACE
+from multikueue.api.meta import LabelSelector
 from multikueue.api.resources import ResourceRef
 from multikueue.integrations.batchjob.webhook import WEBHOOKS as JOB_WEBHOOKS
-from multikueue.runtime import certificates as pki
+from multikueue.operator.webhook_tls import (
+    CertificateError,
+    CertificateSource,
+    DirectoryCertificate,
+    LocalCertificate,
+    ReloadableContext,
+    SecretCertificate,
+)
+from multikueue.runtime.certificates import TlsMaterial
 from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +66,8 @@ CONFIGURATION_NAME = "multikueue.x-k8s.io"
 TIMEOUT_SECONDS = 10
 #: Namespaces whose Jobs never reach the webhooks, besides the controller's own.
 EXCLUDED_NAMESPACES = ("kube-system",)
+#: How often a Secret or a mounted directory is read again for a new certificate.
+CERTIFICATE_POLL_SECONDS = 30.0
 
 CONFIGURATIONS = {
     "mutating": ResourceRef("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False),
@@ -56,71 +76,206 @@ CONFIGURATIONS = {
 KINDS = {"mutating": "MutatingWebhookConfiguration", "validating": "ValidatingWebhookConfiguration"}
 
 
+class WebhookOptionsError(ValueError):
+    """Webhook options that do not go together; the message names the flags."""
+
+
 @dataclass(frozen=True)
 class WebhookOptions:
     port: int
-    #: The address the API server uses to reach this process (a DNS name or an IP).
+    #: The address the API server uses to reach this process (URL mode; a DNS name or an IP).
     host: str = "127.0.0.1"
     #: Where to listen.
     addr: str = "0.0.0.0"
-    #: The controller's namespace: its Jobs (if any) never go through the webhooks.
+    #: The controller's namespace: its Jobs (if any) never go through the webhooks; the Secret lives there.
     namespace: str = DEFAULT_NAMESPACE
+    #: ``NAMESPACE/NAME`` of the Service in front of the replicas: the configurations use
+    #: ``clientConfig.service`` instead of a URL.
+    service: str | None = None
+    service_port: int = 443
+    #: Name of the ``kubernetes.io/tls`` Secret (in ``namespace``) all replicas serve.
+    cert_secret: str | None = None
+    #: A directory with ``tls.crt``, ``tls.key`` and optionally ``ca.crt`` (cert-manager).
+    cert_dir: str | None = None
+    #: Upstream's ``managedJobsNamespaceSelector``: only these namespaces reach the webhooks.
+    managed_namespaces: LabelSelector | None = None
+    #: Name of both configuration objects (tests use their own).
+    configuration_name: str = CONFIGURATION_NAME
+    poll_seconds: float = CERTIFICATE_POLL_SECONDS
+
+    def check(self) -> None:
+        """Refuse options that contradict each other (:class:`WebhookOptionsError`)."""
+        if self.cert_secret and self.cert_dir:
+            raise WebhookOptionsError(
+                "--webhook-cert-secret and --webhook-cert-dir exclude each other: the certificate comes "
+                "either from a Secret the replicas keep, or from a directory something else keeps (cert-manager)"
+            )
+        if self.service is not None:
+            namespace, _, name = self.service.partition("/")
+            if not namespace or not name or "/" in name:
+                raise WebhookOptionsError(f"--webhook-service must be NAMESPACE/NAME, got {self.service!r}")
+        if not 0 < self.service_port < 65536:
+            raise WebhookOptionsError(f"--webhook-service-port must be a port number, got {self.service_port}")
+
+    @property
+    def service_ref(self) -> tuple[str, str] | None:
+        if self.service is None:
+            return None
+        namespace, _, name = self.service.partition("/")
+        return namespace, name
+
+    def names(self) -> list[str]:
+        """The names the serving certificate must cover: the Service's DNS names, or the host."""
+        ref = self.service_ref
+        if ref is None:
+            return [self.host]
+        namespace, name = ref
+        return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
 
 
-def namespace_selector(namespace: str) -> dict[str, Any]:
-    """Every namespace except kube-system and the controller's (upstream's selector, by namespace name)."""
+def namespace_selector(namespace: str, managed: LabelSelector | Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The webhooks' ``namespaceSelector``: ``managed`` (if any), minus kube-system and the controller's namespace.
+
+    A LabelSelector ANDs its ``matchLabels`` and ``matchExpressions``, so the
+    exclusion (upstream's, by namespace name) is one more expression.
+    """
     excluded = list(dict.fromkeys([*EXCLUDED_NAMESPACES, namespace]))
-    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}]}
+    exclusion = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
+    if isinstance(managed, LabelSelector):
+        managed = managed.model_dump(by_alias=True, exclude_none=True)
+    selector: dict[str, Any] = {}
+    if managed and managed.get("matchLabels"):
+        selector["matchLabels"] = dict(managed["matchLabels"])
+    selector["matchExpressions"] = [*copy.deepcopy(list((managed or {}).get("matchExpressions") or [])), exclusion]
+    return selector
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How the API server reaches the webhooks: a base URL or a Service, and the CA it trusts."""
+
+    url: str | None = None
+    #: (namespace, name, port) of the Service.
+    service: tuple[str, str, int] | None = None
+    #: PEM of the CA bundle; None leaves ``caBundle`` as it is (cert-manager's CA injector fills it).
+    ca_pem: bytes | None = None
+
+    def for_webhook(self, webhook_id: str) -> dict[str, Any]:
+        path = "/" + urllib.parse.quote(webhook_id)
+        config: dict[str, Any]
+        if self.service is not None:
+            namespace, name, port = self.service
+            config = {"service": {"namespace": namespace, "name": name, "port": port, "path": path}}
+        else:
+            assert self.url is not None
+            config = {"url": str(self.url).rstrip("/") + path}
+        if self.ca_pem is not None:
+            config["caBundle"] = base64.b64encode(self.ca_pem).decode("ascii")
+        return config
 
 
 def build_configurations(
     webhooks: Mapping[str, Iterable[Mapping[str, Any]]],
-    client_config: Mapping[str, Any],
+    client: ClientConfig,
     namespace: str,
+    *,
+    managed_namespaces: LabelSelector | Mapping[str, Any] | None = None,
+    name: str = CONFIGURATION_NAME,
 ) -> dict[str, dict[str, Any]]:
     """The two configuration objects, by ``"mutating"``/``"validating"``.
 
     ``webhooks`` are the integrations' entries (an ``id``, which is both the
-    handler id kopf routes by and the URL path, plus the webhook fields);
-    ``client_config`` is what kopf's server reports (``url``, ``caBundle``).
+    handler id kopf routes by and the URL path, plus the webhook fields).
     """
     configurations = {}
     for reason, ref in CONFIGURATIONS.items():
         entries = []
         for entry in webhooks.get(reason, ()):
             fields = {key: copy.deepcopy(value) for key, value in entry.items() if key != "id"}
-            config = dict(client_config)
-            config["url"] = f"{str(config['url']).rstrip('/')}/{urllib.parse.quote(entry['id'])}"
             entries.append(
                 {
                     "name": f"{entry['id']}.{CONFIGURATION_NAME}",
                     "admissionReviewVersions": ["v1"],
                     "matchPolicy": "Equivalent",
                     "timeoutSeconds": TIMEOUT_SECONDS,
-                    "namespaceSelector": namespace_selector(namespace),
+                    "namespaceSelector": namespace_selector(namespace, managed_namespaces),
                     **fields,
-                    "clientConfig": config,
+                    "clientConfig": client.for_webhook(entry["id"]),
                 }
             )
         configurations[reason] = {
             "apiVersion": f"{ref.group}/{ref.version}",
             "kind": KINDS[reason],
-            "metadata": {"name": CONFIGURATION_NAME},
+            "metadata": {"name": name},
             "webhooks": entries,
         }
     return configurations
 
 
-async def apply_configurations(kube: AsyncKube, configurations: Mapping[str, dict[str, Any]]) -> None:
-    """Create each configuration, or replace the webhooks of the existing one (a merge patch replaces the list)."""
+#: What the API server fills in when a webhook leaves it out (admissionregistration.k8s.io/v1).
+_WEBHOOK_DEFAULTS: dict[str, Any] = {
+    "failurePolicy": "Fail",
+    "matchPolicy": "Equivalent",
+    "namespaceSelector": {},
+    "objectSelector": {},
+    "timeoutSeconds": 10,
+    "reinvocationPolicy": "Never",
+}
+
+
+def _normalized(hook: Mapping[str, Any]) -> dict[str, Any]:
+    result = {**_WEBHOOK_DEFAULTS, **copy.deepcopy(dict(hook))}
+    result["rules"] = [{"scope": "*", **rule} for rule in result.get("rules") or []]
+    service = (result.get("clientConfig") or {}).get("service")
+    if isinstance(service, dict):
+        service.setdefault("port", 443)
+    return result
+
+
+def same_webhooks(stored: Iterable[Mapping[str, Any]], desired: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether the stored webhooks say exactly what ``desired`` say, once the API server's defaults are filled in."""
+    return [_normalized(hook) for hook in stored] == [_normalized(hook) for hook in desired]
+
+
+def keep_ca_bundles(webhooks: list[dict[str, Any]], stored: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``webhooks`` with the stored ``caBundle`` of each webhook that has none (someone else injects it)."""
+    bundles = {hook.get("name"): (hook.get("clientConfig") or {}).get("caBundle") for hook in stored}
+    result = copy.deepcopy(webhooks)
+    for hook in result:
+        config = hook["clientConfig"]
+        if "caBundle" not in config and bundles.get(hook["name"]):
+            config["caBundle"] = bundles[hook["name"]]
+    return result
+
+
+async def apply_configurations(kube: AsyncKube, configurations: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Make each configuration say what ``configurations`` say; the ones written (none when all match).
+
+    Idempotent, so any number of replicas may call it: a configuration that
+    already covers the desired content is not written. A webhook without
+    ``caBundle`` keeps the stored one.
+    """
+    written = []
     for reason, body in configurations.items():
-        ref = CONFIGURATIONS[reason]
-        try:
-            await kube.create(ref, None, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            await kube.patch(ref, None, CONFIGURATION_NAME, {"webhooks": body["webhooks"]})
+        ref, name = CONFIGURATIONS[reason], body["metadata"]["name"]
+        stored = await kube.get_or_none(ref, None, name)
+        if stored is None:
+            try:
+                await kube.create(ref, None, body)
+                written.append(reason)
+                continue
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                stored = await kube.get(ref, None, name)
+        stored_hooks = stored.get("webhooks") or []
+        webhooks = keep_ca_bundles(body["webhooks"], stored_hooks)
+        if same_webhooks(stored_hooks, webhooks):
+            continue
+        # A merge patch replaces the whole list.
+        await kube.patch(ref, None, name, {"webhooks": webhooks})
+        written.append(reason)
+    return written
 
 
 class ConfiguringServer:
@@ -129,45 +284,133 @@ class ConfiguringServer:
     Given to kopf as ``settings.admission.server`` (a ``WebhookFn`` consumer
     yielding client configurations). kopf's managed mode stays off
     (``settings.admission.managed`` is None), so nothing else writes the
-    configurations and nothing removes them at exit.
+    configurations and nothing removes them at exit. While it serves, the
+    certificate source is polled: a new certificate goes into the
+    configurations' ``caBundle`` first (when its CA changed), then into the
+    TLS context, so the next handshakes present it.
     """
 
-    def __init__(self, server: kopf.WebhookServer, kube: AsyncKube, namespace: str) -> None:
-        self._server = server
+    def __init__(
+        self,
+        options: WebhookOptions,
+        kube: AsyncKube,
+        source: CertificateSource,
+        webhooks: Mapping[str, Iterable[Mapping[str, Any]]] = JOB_WEBHOOKS,
+    ) -> None:
+        self.options = options
         self._kube = kube
-        self._namespace = namespace
+        self.source = source
+        self._webhooks = webhooks
+        self.tls = ReloadableContext()
+        self._url: str | None = None
+
+    async def prepare(self) -> None:
+        """Load the first certificate (issuing it if this replica must); :class:`CertificateError` if none."""
+        self.tls.load(await self.source.load())
+
+    def client_config(self, material: TlsMaterial) -> ClientConfig:
+        ref = self.options.service_ref
+        service = (ref[0], ref[1], self.options.service_port) if ref is not None else None
+        return ClientConfig(url=self._url, service=service, ca_pem=material.ca_pem)
+
+    async def configure(self, material: TlsMaterial) -> list[str]:
+        configurations = build_configurations(
+            self._webhooks,
+            self.client_config(material),
+            self.options.namespace,
+            managed_namespaces=self.options.managed_namespaces,
+            name=self.options.configuration_name,
+        )
+        try:
+            written = await apply_configurations(self._kube, configurations)
+        except ApiException as exc:
+            log.error(
+                "cannot write the webhook configurations; Jobs are not defaulted or validated by this process",
+                configuration=self.options.configuration_name,
+                status=exc.status,
+                reason=exc.reason,
+                fix="grant the controller get, create and patch on mutating- and validatingwebhookconfigurations",
+            )
+            raise
+        if written:
+            log.info("webhook configurations written", configuration=self.options.configuration_name, written=written)
+        return written
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        async for client_config in self._server(fn):
-            configurations = build_configurations(JOB_WEBHOOKS, client_config, self._namespace)
-            try:
-                await apply_configurations(self._kube, configurations)
-            except ApiException as exc:
-                log.error(
-                    "cannot write the webhook configurations; Jobs are not defaulted or validated by this process",
-                    configuration=CONFIGURATION_NAME,
-                    status=exc.status,
-                    reason=exc.reason,
-                    fix="grant the controller create/patch on mutating- and validatingwebhookconfigurations",
+        if self.tls.material is None:
+            await self.prepare()
+        assert self.tls.material is not None
+        certfile, keyfile = self.tls.initial_files()
+        https = kopf.WebhookServer(
+            addr=self.options.addr,
+            port=self.options.port,
+            host=self.options.host,
+            context=self.tls.context,
+            certfile=str(certfile),
+            pkeyfile=str(keyfile),
+            cadata=self.tls.material.ca_pem or self.tls.material.cert_pem,
+        )
+        watcher: asyncio.Task[None] | None = None
+        try:
+            async for client_config in https(fn):
+                self._url = client_config.get("url")
+                await self.configure(self.tls.material)
+                log.info(
+                    "webhook server listening",
+                    port=self.options.port,
+                    reached_at=self.options.service or self._url,
+                    certificate=self.source.describe(),
                 )
-                raise
-            log.info("webhook configurations written", configuration=CONFIGURATION_NAME, url=client_config.get("url"))
-            yield client_config
+                if watcher is None and self.source.changes:
+                    watcher = asyncio.create_task(self._watch_certificate(), name="webhook certificate")
+                yield client_config
+        finally:
+            await cancel_and_wait(watcher)
+
+    async def _watch_certificate(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.poll_seconds)
+            try:
+                await self.refresh()
+            except (CertificateError, ApiException, HTTPError, OSError, ssl.SSLError) as exc:
+                log.warning(
+                    "webhook certificate not refreshed; serving the current one, retrying",
+                    certificate=self.source.describe(),
+                    error=str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+                    retry_in=self.options.poll_seconds,
+                )
+
+    async def refresh(self) -> bool:
+        """Read the source again; serve its certificate if it changed. Whether it changed."""
+        current = self.tls.material
+        material = await self.source.load()
+        if current is not None and material == current:
+            return False
+        if current is None or material.ca_pem != current.ca_pem:
+            # The API server trusts the new CA before any replica presents a certificate it issued.
+            await self.configure(material)
+        self.tls.load(material)
+        log.info("webhook certificate reloaded", certificate=self.source.describe())
+        return True
 
 
-def server(options: WebhookOptions, kube: AsyncKube) -> ConfiguringServer:
-    """The server for ``settings.admission.server``: HTTPS with a fresh certificate for ``options.host``.
+def certificate_source(options: WebhookOptions, kube: AsyncKube) -> CertificateSource:
+    if options.cert_secret:
+        return SecretCertificate(kube, options.namespace, options.cert_secret, options.names())
+    if options.cert_dir:
+        return DirectoryCertificate(options.cert_dir)
+    return LocalCertificate(options.names())
 
-    ``kube`` is the manager's client, used to write the webhook configurations.
+
+def server(
+    options: WebhookOptions,
+    kube: AsyncKube,
+    webhooks: Mapping[str, Iterable[Mapping[str, Any]]] = JOB_WEBHOOKS,
+) -> ConfiguringServer:
+    """The server for ``settings.admission.server`` (call :meth:`ConfiguringServer.prepare` first to fail early).
+
+    ``kube`` is the manager's client, used to write the webhook configurations
+    (and the certificate Secret).
     """
-    directory = Path(tempfile.mkdtemp(prefix="multikueue-webhook-"))
-    cert = pki.serving_certificate(directory, options.host)
-    https = kopf.WebhookServer(
-        addr=options.addr,
-        port=options.port,
-        host=options.host,
-        certfile=str(cert.cert),
-        pkeyfile=str(cert.key),
-        cadata=cert.ca_pem,
-    )
-    return ConfiguringServer(https, kube, options.namespace)
+    options.check()
+    return ConfiguringServer(options, kube, certificate_source(options, kube), webhooks)

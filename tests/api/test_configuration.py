@@ -48,7 +48,6 @@ def test_upstream_document_is_accepted_and_unused_sections_reported() -> None:
     assert loaded.unused == [
         ".health",
         ".integrations.podOptions",
-        ".managedJobsNamespaceSelector",
         ".integrations.frameworks[kubeflow.org/mpijob]",
     ]
 

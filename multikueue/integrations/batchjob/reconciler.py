@@ -7,6 +7,11 @@ its way and will be reconciled in turn. Any other failure (an API server
 answering 500 while its etcd restarts, a network error) is retried by the
 work queue with backoff: before it was only logged, and the Job waited for
 an unrelated event (seen in the fault suite: two Jobs never started).
+
+With ``managedJobsNamespaceSelector`` set, a Job whose namespace does not
+match is left alone (no Workload, never suspended), as the webhooks never see
+it either; a Job that already has its Workload, or is bound to a prebuilt one,
+stays managed whatever its namespace's labels become.
 """
 
 from __future__ import annotations
@@ -21,11 +26,14 @@ from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.constants import Labels
+from multikueue.api.meta import LabelSelector
+from multikueue.api.resources import NAMESPACES
 from multikueue.api.workload import PriorityClassRef
 from multikueue.integrations.batchjob import job as batchjob
 from multikueue.integrations.batchjob.startstop import MissingFlavorError, PodSetMergeConflict
 from multikueue.integrations.batchjob.decide import JobAction, Step, decide, is_queued, workload_name_for
 from multikueue.core.cache import Cache
+from multikueue.core.matching import selector_matches
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.workqueue import WorkQueue
@@ -44,11 +52,21 @@ class JobReconciler:
     the MultiKueue check reads the manager's Jobs through :meth:`get`.
     """
 
-    def __init__(self, kube: AsyncKube, cache: Cache, writer: WorkloadWriter, events: EventRecorder) -> None:
+    def __init__(
+        self,
+        kube: AsyncKube,
+        cache: Cache,
+        writer: WorkloadWriter,
+        events: EventRecorder,
+        *,
+        managed_namespaces: LabelSelector | None = None,
+    ) -> None:
         self.kube = kube
         self.cache = cache
         self.writer = writer
         self.events = events
+        #: Upstream's ``managedJobsNamespaceSelector``; None manages every namespace.
+        self.managed_namespaces = managed_namespaces
         #: Last seen body of every queued Job, to reconcile it when its Workload changes.
         self._jobs: dict[JobKey, dict[str, Any]] = {}
         #: (namespace, prebuilt Workload name) -> the Job bound to it (worker copies).
@@ -63,9 +81,11 @@ class JobReconciler:
         self.queue.add(key)
 
     def start(self) -> None:
-        """Start reconciling (this replica leads); kopf re-lists the Jobs when it resumes their watch."""
+        """Start reconciling (this replica leads), beginning with every queued Job seen while standing by."""
         if not self.queue.started:
             self.queue.start()
+            for key in list(self._jobs):
+                self.queue.add(key)
 
     async def _handle(self, key: JobKey) -> float | None:
         job = self._jobs.get(key)
@@ -131,6 +151,8 @@ class JobReconciler:
         meta = job.get("metadata", {})
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         wl = self.cache.workload((namespace, workload_name_for(job)))
+        if wl is None and not await self._namespace_managed(job):
+            return
         priority, priority_class = self._priority(job)
         try:
             action = decide(job, wl, flavors=self.cache.flavors, priority=priority, priority_class=priority_class)
@@ -162,6 +184,29 @@ class JobReconciler:
             self._event(job, "Warning", "ReconcileFailed", f"{action.step.value}: {exc.status} {exc.reason}")
             raise  # retried with backoff by the queue
         log.info("job reconciled", job=f"{namespace}/{name}", step=action.step.value, message=action.message)
+
+    async def _namespace_managed(self, job: Mapping[str, Any]) -> bool:
+        """Whether a Job without a Workload yet is ours to manage: its namespace matches ``managed_namespaces``.
+
+        A Job bound to a prebuilt Workload (a MultiKueue copy) always is. The
+        cache's labels can lag a namespace that just opted in, while the
+        webhooks (which the API server calls with the current labels) already
+        suspended its Job: a suspended Job is checked against a live read
+        before it is left alone. A failed read is retried by the queue.
+        """
+        if self.managed_namespaces is None or batchjob.prebuilt_workload_name(job):
+            return True
+        namespace = job.get("metadata", {}).get("namespace", "")
+        # Every namespace carries kubernetes.io/metadata.name: no labels means not known yet.
+        labels = self.cache.namespace_labels(namespace)
+        if labels and selector_matches(self.managed_namespaces, labels):
+            return True
+        if labels and batchjob.spec_of(job).get("suspend") is not True:
+            return False
+        live = await self.kube.get_or_none(NAMESPACES, None, namespace)
+        return live is not None and selector_matches(
+            self.managed_namespaces, (live.get("metadata") or {}).get("labels") or {}
+        )
 
     async def _apply(self, job: Mapping[str, Any], wl: Workload | None, action: JobAction) -> None:
         kube = self.kube

@@ -317,7 +317,7 @@ class Controller:
 def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Controller:
     cache = Cache()
     writer = WorkloadWriter(kube, events, on_written=cache.upsert_workload)
-    jobs = JobReconciler(kube, cache, writer, events)
+    jobs = JobReconciler(kube, cache, writer, events, managed_namespaces=settings.config.managed_jobs_namespace_selector)
     integrations = IntegrationSet([Integration(BatchJobAdapter(), jobs)])
     external = ExternalReconciler(kube, cache, writer, events, integrations)
     frameworks = FrameworkLoader(kube, events, external, namespace=settings.namespace, config_map=settings.config_map)

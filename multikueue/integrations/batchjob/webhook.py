@@ -239,7 +239,13 @@ def validate_job_update(old: Job, new: Job) -> list[str]:
 # own generator cannot express the selectors). Each entry is a webhook of an
 # admissionregistration.k8s.io/v1 configuration without ``clientConfig`` and
 # ``namespaceSelector``, which the operator adds (URL path = the ``id``; the
-# namespace selector leaves out kube-system and the controller's namespace).
+# namespace selector leaves out kube-system and the controller's namespace
+# and, when the Configuration sets ``managedJobsNamespaceSelector``, every
+# namespace that does not match it). The handlers below so never see a Job of
+# a namespace that has not opted in: the API server evaluates the selector on
+# the namespace's current labels, which a check here against the cache could
+# only get wrong while the cache lags (the reconciler leaves those Jobs alone
+# too, see ``reconciler.py``).
 #
 # Both fail closed (``failurePolicy: Fail``): a queued Job created while the
 # controller is down must not start unsuspended on the manager, so it is
@@ -252,7 +258,8 @@ def validate_job_update(old: Job, new: Job) -> list[str]:
 #   ``manageJobsWithoutQueueName`` is not supported (upstream's default, off).
 #   The MultiKueue ``managedBy`` defaulting is therefore unaffected. If
 #   ``manageJobsWithoutQueueName`` is ever supported, this selector must go
-#   (upstream then scopes by ``managedJobsNamespaceSelector`` instead).
+#   (upstream then scopes by ``managedJobsNamespaceSelector`` alone, which
+#   here already narrows both webhooks when it is set).
 # - The validating webhook cannot use one label: Jobs bound to a prebuilt
 #   Workload, or carrying Kueue's other labels and annotations, are validated
 #   too. Its ``matchConditions`` (CEL, GA since Kubernetes 1.30) call it only

@@ -34,7 +34,7 @@ from kubernetes import client
 
 from multikueue.dev import faults, wiring
 from multikueue.dev import objects as o
-from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.controllers import ControllerProcess, lease_holder
 from multikueue.dev.localcluster import LocalCluster
 from multikueue.dev.proxy import TcpProxy
 from multikueue.dev.pytest_plugin import Clusters
@@ -186,25 +186,40 @@ def test_manager_controller_killed_right_after_a_remote_job_is_created(
     run.verify()
 
 
+#: The Lease expires 15 s after the leader's last renewal, which came at most one retry period (2 s)
+#: before the kill; the extra second covers this test's polling and the API round trips on a loaded machine.
+TAKEOVER_SECONDS = 15 + 1.0
+
+
 def test_leader_change_while_worker_events_arrive(
     local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str, tmp_path: Path
 ) -> None:
-    """Two peered manager replicas; a higher-priority one joins mid-run and takes the lead."""
+    """Two manager replicas elect a leader on a Lease; the leader is killed (SIGKILL) mid-run, the standby takes over."""
     manager_ctl = e2e_controllers[0]
     kubeconfig, webhook_port = manager_ctl.kubeconfig, manager_ctl.webhook_port
-    peering = ("--peering", f"faults-{namespace}")
+    lease = f"faults-{namespace}"
+    election = ("--leader-elect", "--leader-election-id", lease)
     manager_ctl.stop()
-    # The old leader serves the Job webhooks in the usual controller's place (same port).
+    # The old leader serves the Job webhooks in the usual controller's place (same port). The standby
+    # serves them too, on its own port: started second, it points the webhook configurations at itself.
     old = ControllerProcess(
-        "old", kubeconfig, "manager", tmp_path / "old.log", extra_args=(*peering, "--priority", "10"), webhooks=True, webhook_port=webhook_port
+        "old", kubeconfig, "manager", tmp_path / "old.log", extra_args=election, webhooks=True, webhook_port=webhook_port
     )
-    new = ControllerProcess("new", kubeconfig, "manager", tmp_path / "new.log", extra_args=(*peering, "--priority", "100"))
+    new = ControllerProcess("new", kubeconfig, "manager", tmp_path / "new.log", extra_args=election, webhooks=True)
+    holder = lambda: lease_holder(local.manager, wiring.CONTROLLER_NAMESPACE, lease)  # noqa: E731
     try:
         old.start()
+        o.wait_for(lambda: holder() == old.identity(), 30, what="the first replica holding the Lease")
+        new.start()
         run = Run.submit(local, namespace)
         run.wait_running_on(1)
-        new.start()
-        o.wait_for(lambda: "leadership released" in old.logs(), 60, what="the old leader handing over")
+        assert holder() == old.identity() and "leading: controllers started" not in new.logs(), "the standby stands by"
+        killed = time.monotonic()
+        old.kill()
+        o.wait_for(lambda: holder() == new.identity(), 30, interval=0.1, what="the standby holding the Lease")
+        took = time.monotonic() - killed
+        assert took <= TAKEOVER_SECONDS, f"the standby took the Lease {took:.1f}s after the leader was killed"
+        o.wait_for(lambda: "leading: controllers started" in new.logs(), 30, what="the new leader acting")
         run.verify()
         assert "remote workload created" in new.logs() or "remote job deleted" in new.logs(), "the new leader acted"
     finally:

@@ -19,7 +19,7 @@ from multikueue.dev import nodes, wiring
 from multikueue.dev.binaries import Binaries, ensure_binaries
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.localcluster import PORTS_PER_CLUSTER, ClusterPorts, LocalCluster, read_state, write_state
-from multikueue.dev.paths import clusters_dir, source_checkout
+from multikueue.dev.paths import clusters_dir
 from multikueue.dev.process import check_ports_free
 
 DEFAULT_BASE_PORT = 27440
@@ -157,8 +157,6 @@ class ClusterSet:
         if options.install_crds:
             crds = wiring.project_crds()
             _parallel(lambda c: wiring.install_crds(self.api(c), crds), self.clusters)
-            peering = wiring.load_documents(source_checkout() / "config" / "kopf")
-            _parallel(lambda c: wiring.install_crds(self.api(c), [d for d in peering if d["kind"] == "CustomResourceDefinition"]), self.clusters)
             self.timings["crds"] = time.monotonic() - t0
         if options.wire and self.workers:
             endpoints = [

@@ -7,6 +7,7 @@ its watches and the JSON logs.
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import sys
@@ -14,6 +15,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from kubernetes import client
 
 from multikueue.dev.process import ManagedProcess, spawn, wait_until
 
@@ -24,9 +27,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _healthy(port: int) -> bool:
+def probe(port: int, path: str = "/healthz") -> bool:
+    """Whether the controller's health port answers 200 on ``path`` (``/healthz``: alive; ``/readyz``: cache synced)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
@@ -70,7 +74,8 @@ class ControllerProcess:
             self.webhook_port = self.webhook_port or free_port()
             argv += ["--webhook-port", str(self.webhook_port), "--webhook-host", "127.0.0.1"]
         self.process = spawn(f"{self.name}/controller", argv, self.log)
-        wait_until(lambda: _healthy(self.health_port), timeout, 0.2, f"{self.name} controller /healthz", self.process)
+        # Ready: the cache has synced (a standby replica too); alive alone could still be listing.
+        wait_until(lambda: probe(self.health_port, "/readyz"), timeout, 0.2, f"{self.name} controller /readyz", self.process)
         return self
 
     def stop(self) -> None:
@@ -95,6 +100,31 @@ class ControllerProcess:
         except OSError:
             return ""
 
+    def identity(self) -> str | None:
+        """This run's name in the leader-election Lease (``--leader-elect``), from its start-up log line."""
+        for line in reversed(self.logs().splitlines()):
+            if '"controller starting"' in line:
+                try:
+                    return json.loads(line).get("identity")  # type: ignore[no-any-return]
+                except ValueError:
+                    return None
+        return None
+
+    def ready(self) -> bool:
+        """Whether /readyz answers 200 (the cache has synced)."""
+        return self.process is not None and probe(self.health_port, "/readyz")
+
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.alive()
+
+
+def lease_holder(api: client.ApiClient, namespace: str, name: str) -> str | None:
+    """The ``holderIdentity`` of Lease ``namespace/name`` (what ``kubectl get lease`` shows); None without a Lease."""
+    try:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(name, namespace, _request_timeout=5)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return lease.spec.holder_identity or None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +167,14 @@ async def run_leadership(controller: Controller, elector: LeaderElector | None, 
         await lead_alone(controller.lead_until, stop)
 
 
+def _leadership_ended(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    """The leadership loop ends only at shutdown; if it failed before, stop the process so it is restarted."""
+    if stop.is_set() or task.cancelled():
+        return
+    log.error("leadership loop ended unexpectedly: stopping the controller", error=repr(task.exception())[:300])
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 async def run_controller(options: ControllerOptions) -> None:
     configure(json_output=True, level=options.log_level)
     logging.getLogger("kopf").setLevel(logging.WARNING)
@@ -227,7 +237,9 @@ async def run_controller(options: ControllerOptions) -> None:
             if admission is not None:
                 # The webhook configurations are written by webhook.server, not kopf (managed stays None).
                 settings.admission.server = admission
-            leadership.append(asyncio.create_task(run_leadership(controller, elector, stop_leading), name="leadership"))
+            task = asyncio.create_task(run_leadership(controller, elector, stop_leading), name="leadership")
+            task.add_done_callback(lambda t: _leadership_ended(t, stop_leading))
+            leadership.append(task)
 
         @kopf.on.cleanup(registry=registry)
         async def stop_background(**_: Any) -> None:

@@ -1,14 +1,13 @@
 """The scheduling loop: the pure scheduler's decisions, written.
 
-The loop runs inside the leadership daemon (``operator/wiring.py``, a kopf
-daemon on the controller's own Namespace): on every change of the cache (the
-feeds call :meth:`SchedulingLoop.notify`) it asks
+The loop runs while this replica leads (``operator/wiring.py``,
+``Controller.lead_until``, run by the Lease loop): on every change of the
+cache (the feeds call :meth:`SchedulingLoop.notify`) it asks
 :func:`multikueue.core.scheduler.schedule` for one cycle's decisions and has
 the Workload writer write them, and it keeps ClusterQueue/LocalQueue status
 current. So it starts only once the cache is complete (kopf runs indexers
-first; after a hand-off the leadership daemon waits for the cache to catch up
-with the API server) and stops, its writes in flight cancelled, when peering
-hands leadership to another replica.
+first; a new leader waits for the cache to catch up with the API server) and
+stops, its writes in flight cancelled, when this replica stops leading.
 
 Writes run in the background, bounded, so one slow write never holds a cycle;
 a reservation that fails drops its assumption so the next cycle sees the
@@ -22,7 +21,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-import kopf
 import structlog
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
@@ -32,12 +30,14 @@ from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.scheduler import AdmissionDecision, PendingUpdate, schedule
 from multikueue.runtime import metrics
+from multikueue.runtime.leaderelection import Stopped
 from multikueue.runtime.queue_status import QueueStatusWriter
 from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
 
-#: The finalizer kopf puts on the controller Namespace to run its daemons there (leadership, which runs this loop).
+#: The finalizer kopf put on the controller Namespace for the leadership daemon of earlier versions
+#: (before the Lease); a leader that finds it left behind removes it (operator/wiring.py).
 DAEMON_FINALIZER = "multikueue.x-k8s.io/controller"
 #: Coalesce bursts of events into one scheduling cycle.
 CYCLE_COALESCE_SECONDS = 0.005
@@ -96,7 +96,7 @@ class SchedulingLoop:
             except HTTPError as exc:
                 log.warning("pending status not written: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
 
-    async def run(self, stopped: kopf.DaemonStopped) -> None:
+    async def run(self, stopped: Stopped) -> None:
         """Schedule until ``stopped``; the writes still in flight then are cancelled (a new leader redoes them)."""
         log.info("scheduling loop started")
         gate = asyncio.Semaphore(WRITE_CONCURRENCY)

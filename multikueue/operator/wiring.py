@@ -11,23 +11,27 @@ writer, the integrations, the Event recorder, its settings); nothing receives
 - an external object's change, a worker's event, a cluster or job-kind
   change re-plan the MultiKueue Workloads concerned.
 
-Everything that writes runs only while this replica leads. kopf's peering
-pauses the handlers of a standby and stops its daemons; one daemon here, the
-*leadership* daemon on the controller's Namespace, carries everything else:
-when kopf starts it (this replica leads, or runs alone) it waits until the
-cache has caught up with the API server (a standby's cache is stale: kopf
-fed it nothing while paused), then starts the work queues, the worker
-connections, the GC and the scheduling loop; when kopf stops it (leadership
-handed to another replica, or shutdown) it stops them all before returning.
-A replica that lost leadership so keeps no connection, watch of a worker,
-timer or queue that could still act on its frozen cache.
+Everything that writes runs only while this replica leads. kopf runs in
+every replica, standalone: its watches and handlers feed the cache of a
+standby too (a warm cache, so a new leader catches up in moments), but a
+handler that would write does nothing while not leading (the Workload
+lifecycle here; the Active conditions in the cluster manager; the work
+queues drop what they are given while stopped). :meth:`Controller.lead_until`
+is what the Lease loop (``runtime/leaderelection.py``, or at once without
+``--leader-elect``) runs while this replica leads: it waits until the cache
+has caught up with the API server, then starts the work queues, the worker
+connections, the Event recorder, the GC and the scheduling loop, and goes
+over every cached Workload once (the transitions a standby skipped); when
+told to stop (the Lease lost, not renewed in time, or shutdown) it stops
+them all before returning. A replica that stopped leading so keeps no
+connection, watch of a worker, timer or queue that could still act.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -37,7 +41,7 @@ from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.configuration import Configuration
-from multikueue.api.resources import WORKLOADS
+from multikueue.api.resources import NAMESPACES, WORKLOADS
 from multikueue.controllers.fencing import OriginFencing
 from multikueue.controllers.lifecycle import LifecycleController, Listener
 from multikueue.controllers.multikueue.apply import PlanApplier
@@ -55,9 +59,10 @@ from multikueue.integrations.external.reconciler import ExternalReconciler
 from multikueue.integrations.external.reload import FrameworkLoader
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.operator.feeds import register_feeds
-from multikueue.operator.scheduling import SchedulingLoop
+from multikueue.operator.scheduling import DAEMON_FINALIZER, SchedulingLoop
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.leaderelection import Stopped
 from multikueue.runtime.queue_status import QueueStatusWriter
 from multikueue.runtime.tasks import cancel_and_wait
 from multikueue.runtime.writer import WorkloadWriter
@@ -69,11 +74,10 @@ MANAGER = "manager"
 CATCH_UP_TIMEOUT_SECONDS = 30.0
 #: How often the catch-up compares the cache with the listing.
 CATCH_UP_POLL_SECONDS = 0.1
-#: Time kopf gives the leadership daemon to stop everything before cancelling it
-#: (without it, kopf cancels a daemon that does not exit at once).
-LEADERSHIP_STOP_SECONDS = 30.0
 #: First GC pass this long after taking the lead (or the GC interval, if shorter).
 GC_FIRST_PASS_SECONDS = 5.0
+#: Workloads deleted while standing by that are remembered for the MultiKueue check (the most recent; the GC covers the rest).
+STANDBY_DELETIONS_KEPT = 10_000
 
 WorkloadKey = tuple[str, str]
 
@@ -129,73 +133,92 @@ class Controller:
     gc: GarbageCollector | None
     #: Workers only: stops the jobs of a manager whose origin Lease expired.
     fencing: OriginFencing | None = None
+    #: Set once kopf has listed every indexed kind (the readiness probe; leading waits for it).
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Between :meth:`lead` and :meth:`follow`: the handlers that write may.
+    leading: bool = False
+    #: Workloads deleted while not leading, in order: their remote copies are cleaned up once leading.
+    standby_deletions: dict[WorkloadKey, None] = field(default_factory=dict)
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
-        """Register every kopf handler and daemon of the parts built."""
+        """Register every kopf handler of the parts built (no daemon, timer or change handler: kopf writes nothing)."""
         register_feeds(
             registry,
             self.cache,
             self.scheduling.notify,
-            workload_changed=self.lifecycle.workload_changed,
+            workload_changed=self._workload_changed,
             workload_deleted=self._workload_deleted,
         )
         self.jobs.register(registry)
         self.frameworks.register(registry)
-        self._register_leadership(registry)
+        self._register_synced(registry)
         if self.clusters is not None:
             self.clusters.register(registry)
         if self.settings.webhooks:
             job_webhook.register(registry, lambda ns, queue: queue_has_multikueue_check(self.cache, ns, queue))
 
-    def _workload_deleted(self, key: tuple[str, str]) -> None:
-        if self.multikueue is not None:
-            self.multikueue.workload_deleted(key)
+    async def _workload_changed(self, key: WorkloadKey) -> None:
+        """A Workload event: its lifecycle transition and listeners, only while leading (a standby writes nothing).
 
-    def start(self) -> None:
-        """Start what runs whether or not this replica leads (call on the running loop, from kopf's start-up).
-
-        Only the Event recorder: everything that acts starts with leadership
-        (:meth:`lead`).
+        What a standby skips here, :meth:`lead_until` goes over once it leads.
         """
-        self.events.start()
+        if self.leading:
+            await self.lifecycle.workload_changed(key)
+
+    def _workload_deleted(self, key: tuple[str, str]) -> None:
+        if self.multikueue is None:
+            return
+        if not self.leading:
+            # The check's queue drops it while stopped, and a resync only sees cached Workloads.
+            self.standby_deletions.pop(key, None)
+            self.standby_deletions[key] = None
+            if len(self.standby_deletions) > STANDBY_DELETIONS_KEPT:
+                del self.standby_deletions[next(iter(self.standby_deletions))]
+        self.multikueue.workload_deleted(key)
 
     async def stop(self) -> None:
-        """Shut down (kopf's clean-up): whatever still runs, and the external frameworks' watches."""
+        """Shut down (kopf's clean-up, after the leadership loop ended): whatever still runs, and the external watches."""
         await self.follow()
         await self.external.stop()
         await self.events.stop()
 
     # -- leadership ---------------------------------------------------------------------
 
-    def _register_leadership(self, registry: kopf.OperatorRegistry) -> None:
+    def _register_synced(self, registry: kopf.OperatorRegistry) -> None:
+        """Mark the cache synced at the first event of the controller's Namespace.
+
+        kopf holds every non-indexing handler until the initial listing of
+        every indexed kind is in the indexes (the cache), so the first event
+        handled here means the cache holds the whole cluster.
+        """
         namespace = self.settings.namespace
 
-        @kopf.daemon(
-            "",
-            "v1",
-            "namespaces",
-            registry=registry,
-            id="leadership",
-            when=lambda name, **_: name == namespace,
-            cancellation_backoff=LEADERSHIP_STOP_SECONDS,
-            cancellation_timeout=LEADERSHIP_STOP_SECONDS,
-        )
-        async def leadership(stopped: kopf.DaemonStopped, **_: Any) -> None:
-            await self.lead_until(stopped)
+        @kopf.on.event("", "v1", "namespaces", registry=registry, id="synced", when=lambda name, **_: name == namespace)
+        async def synced(**_: Any) -> None:
+            if not self.synced.is_set():
+                self.synced.set()
+                log.info("cache synced", workloads=len(self._cached_versions()))
 
-    async def lead_until(self, stopped: kopf.DaemonStopped) -> None:
+    async def lead_until(self, stopped: Stopped) -> None:
         """Act as the leader until ``stopped``: catch up, start everything, schedule; then stop everything."""
         log.info("leadership taken: catching up with the API server", namespace=self.settings.namespace)
         gc_task: asyncio.Task[None] | None = None
+        resync_task: asyncio.Task[None] | None = None
         try:
+            await self._wait_synced(stopped)
+            if stopped:
+                return
             await self.catch_up(stopped)
             if stopped:
                 return
             self.lead()
+            resync_task = asyncio.create_task(self._resync_workloads(stopped), name="multikueue lifecycle resync")
             if self.gc is not None:
                 gc_task = asyncio.create_task(self._collect_garbage(stopped), name="multikueue gc")
             await self.scheduling.run(stopped)
         finally:
+            self.leading = False  # first: no handler writes from here on
+            await cancel_and_wait(resync_task)
             await cancel_and_wait(gc_task)
             # Shielded: kopf cancels a daemon that is slow to exit, and a half-done stop would leave
             # worker connections running on a replica that no longer leads.
@@ -206,17 +229,32 @@ class Controller:
                 await asyncio.wait({stopping})
                 log.info("leadership released: controllers stopped (the daemon was cancelled meanwhile)")
                 raise
-            reason = stopped.reason.name if stopped.reason is not None else "cancelled"
+            reason = stopped.reason if stopped.reason is not None else "cancelled"
             log.info("leadership released: controllers stopped, this replica makes no more writes", reason=reason, took=took)
 
+    async def _wait_synced(self, stopped: Stopped) -> None:
+        waiter = asyncio.ensure_future(self.synced.wait())
+        stop = asyncio.ensure_future(stopped.wait())
+        try:
+            await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            stop.cancel()
+
     def lead(self) -> None:
-        """Start the parts that act (the cache is current): queues, worker connections, resyncs."""
+        """Start the parts that act (the cache is current): queues, worker connections, Events, resyncs."""
+        self._drop_assumptions()
+        self.leading = True
+        self.events.start()
         self.jobs.start()
         self.external.start()
         if self.clusters is not None:
             self.clusters.start_all()
         if self.multikueue is not None:
             self.multikueue.start()
+            deleted, self.standby_deletions = list(self.standby_deletions), {}
+            for key in deleted:
+                self.multikueue.workload_deleted(key)
         if self.fencing is not None:
             self.fencing.start()
         log.info("leading: controllers started")
@@ -226,6 +264,7 @@ class Controller:
 
         Returns the seconds each part took to stop (logged: a slow stop delays the hand-off).
         """
+        self.leading = False
         loop = asyncio.get_running_loop()
         took: dict[str, float] = {}
         start = loop.time()
@@ -246,23 +285,82 @@ class Controller:
         start = loop.time()
         await self.external.stop(watches=False)
         took["external"] = round(loop.time() - start, 3)
+        # Events still queued are posted when this replica leads again.
+        await self.events.stop()
         return took
 
-    async def catch_up(self, stopped: kopf.DaemonStopped) -> None:
+    def _drop_assumptions(self) -> None:
+        """Forget admissions assumed in an earlier term whose write was cancelled when it ended.
+
+        After the catch-up, the cache holds every reservation that was
+        written; an assumption left is one that never was, and would keep
+        its quota counted for good.
+        """
+        stale = [key for key, _ in self.cache.workloads_items() if self.cache.is_assumed(key)]
+        for key in stale:
+            self.cache.forget(key)
+        if stale:
+            log.info("assumed admissions of the previous term dropped", workloads=len(stale))
+
+    async def _resync_workloads(self, stopped: Stopped) -> None:
+        """Each cached Workload's lifecycle transition and listeners once, as a kopf re-list would.
+
+        A standby skipped them (:meth:`_workload_changed`); the queues of the
+        integrations and the MultiKueue check re-add what they own as they
+        start, this covers the transitions (Admitted, finalizer, deactivation)
+        and wakes the integrations of each Workload.
+        """
+        await self._drop_legacy_finalizer()
+        keys = [key for key, _ in self.cache.workloads_items()]
+        failed = 0
+        for key in keys:
+            if stopped:
+                return
+            try:
+                await self.lifecycle.workload_changed(key)
+            except (ApiException, HTTPError, OSError) as exc:
+                failed += 1  # the next event of that Workload retries it, as for a kopf event handler
+                log.debug("lifecycle resync failed", workload=f"{key[0]}/{key[1]}", error=str(exc)[:200])
+        log.info("lifecycle resync done", workloads=len(keys), failed=failed)
+
+    async def _drop_legacy_finalizer(self) -> None:
+        """Remove the finalizer the kopf leadership daemon of earlier versions left on the controller's Namespace.
+
+        kopf removed it when the daemon stopped, but not after a crash; it
+        would block the Namespace's deletion for good.
+        """
+        namespace = self.settings.namespace
+        try:
+            body = await self.kube.get_or_none(NAMESPACES, None, namespace)
+            finalizers = list(((body or {}).get("metadata") or {}).get("finalizers") or [])
+            if DAEMON_FINALIZER not in finalizers:
+                return
+            finalizers.remove(DAEMON_FINALIZER)
+            assert body is not None
+            patch = {"metadata": {"finalizers": finalizers, "resourceVersion": body["metadata"].get("resourceVersion")}}
+            await self.kube.patch(NAMESPACES, None, namespace, patch)
+            log.info("legacy finalizer removed from the controller namespace", namespace=namespace, finalizer=DAEMON_FINALIZER)
+        except (ApiException, HTTPError, OSError) as exc:
+            log.warning("legacy finalizer not removed", namespace=namespace, error=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+
+    async def catch_up(self, stopped: Stopped) -> None:
         """Wait until the cache holds every Workload at least as new as the API server lists it.
 
-        A standby's cache is stale (kopf paused its watches); when kopf
-        resumes them it re-lists, but says nothing when that is done, and
-        deletions while paused never arrive. Acting earlier would admit
-        against usage that is not counted yet or plan copies of Workloads
-        that are gone. Workloads the cache holds but the listing lacks are
-        looked up one by one: those that no longer exist are forgotten.
+        A standby's cache is warm (kopf's watches run in every replica), but
+        it trails the API server by the watch's lag: the previous leader's
+        last writes (a reservation, a finished Workload) may not have
+        arrived yet. Acting earlier would admit against usage that is not
+        counted yet or plan copies of Workloads that are gone. Workloads the
+        cache holds but the listing lacks (a deletion still on its way, or a
+        Workload created since the listing) are looked up one by one: those
+        that no longer exist are forgotten. On a cache that kept up this
+        costs one list.
         """
         try:
             items = await self.kube.list(WORKLOADS)
         except (ApiException, HTTPError) as exc:
             log.warning(
-                "catch-up skipped: Workloads not listed; acting on the cache as kopf re-lists it",
+                "catch-up skipped: Workloads not listed; acting on the cache as the watch keeps it",
                 error=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
             )
             return
@@ -289,7 +387,7 @@ class Controller:
             try:
                 exists = await self.kube.get_or_none(WORKLOADS, key[0], key[1]) is not None
             except (ApiException, HTTPError):
-                continue  # the next leadership or the watch settles it; nothing is deleted on a doubt
+                continue  # the watch settles it; nothing is deleted on a doubt
             if not exists:
                 gone += 1
                 self.cache.delete_workload(key)
@@ -301,7 +399,7 @@ class Controller:
     def _cached_versions(self) -> dict[WorkloadKey, str | None]:
         return {key: wl.metadata.resource_version for key, wl in self.cache.workloads_items()}
 
-    async def _collect_garbage(self, stopped: kopf.DaemonStopped) -> None:
+    async def _collect_garbage(self, stopped: Stopped) -> None:
         """The GC's passes, only while leading and only on a caught-up cache (else it could delete running work)."""
         assert self.gc is not None
         seconds = self.gc.interval.total_seconds()

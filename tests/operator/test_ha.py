@@ -1,18 +1,32 @@
-"""Two replicas with kopf peering: one acts, the other stands by and takes over."""
+"""Two replicas electing a leader on a Lease: one acts, the other stands by (warm cache, no writes) and takes over."""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from multikueue.api.meta import format_micro_time
 from multikueue.dev import objects as o
-from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.controllers import ControllerProcess, lease_holder
 from multikueue.dev.pytest_plugin import Clusters
 
 pytestmark = pytest.mark.integration
+
+#: Where the replicas' Lease lives (the controller's namespace).
+LEASE_NAMESPACE = "kueue-system"
+
+
+def hand_lease_to(api: client.ApiClient, name: str, identity: str) -> None:
+    """Write ``identity`` into the Lease as its holder, renewed now (an administrator forcing a hand-off)."""
+    now = format_micro_time(datetime.now(UTC))
+    client.CoordinationV1Api(api).patch_namespaced_lease(
+        name, LEASE_NAMESPACE, {"spec": {"holderIdentity": identity, "renewTime": now, "acquireTime": now}}
+    )
 
 
 def test_standby_replica_takes_over(
@@ -21,13 +35,17 @@ def test_standby_replica_takes_over(
     ns = namespace
     k = o.Kueue(integration_clusters.manager)
     kubeconfig = integration_clusters.kubeconfigs[0]
-    peering = ("--peering", f"ha-{ns}")
-    integration_controller.stop()  # only the two peered replicas act in this test
-    active = ControllerProcess("active", kubeconfig, "manager", tmp_path / "active.log", extra_args=(*peering, "--priority", "100"))
-    standby = ControllerProcess("standby", kubeconfig, "manager", tmp_path / "standby.log", extra_args=(*peering, "--priority", "10"))
+    lease = f"ha-{ns}"
+    election = ("--leader-elect", "--leader-election-id", lease)
+    integration_controller.stop()  # only the two electing replicas act in this test
+    active = ControllerProcess("active", kubeconfig, "manager", tmp_path / "active.log", extra_args=election)
+    standby = ControllerProcess("standby", kubeconfig, "manager", tmp_path / "standby.log", extra_args=election)
+    api = integration_clusters.manager
     try:
         active.start()
+        o.wait_for(lambda: lease_holder(api, LEASE_NAMESPACE, lease) == active.identity(), 30, what="the first replica holding the Lease")
         standby.start()
+        assert standby.ready(), "a standby with a synced cache is ready"
         k.create(o.resource_flavor(f"default-{ns}"))
         k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 8}}))
         k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
@@ -36,12 +54,24 @@ def test_standby_replica_takes_over(
         o.wait_for(lambda: f"{ns}/first" in active.logs(), 10, what="the active replica's log line")
         assert "quota reserved" not in standby.logs(), "the standby replica must not act"
 
+        killed = time.monotonic()
         active.kill()
         k.create(o.workload(ns, "second", "user-queue", {"cpu": "1"}))
+        o.wait_for(lambda: lease_holder(api, LEASE_NAMESPACE, lease) == standby.identity(), 30, what="the standby holding the Lease")
+        assert time.monotonic() - killed < 17, "taken over once the Lease expired (15 s after the last renewal)"
         o.wait_for(lambda: o.is_true(k.get("Workload", "second", ns), "Admitted"), 60, what="second admitted by the standby")
         # The log line follows the write the test just saw.
         o.wait_for(lambda: f"{ns}/second" in standby.logs(), 10, what="the standby replica's log line")
         assert standby.alive
+
+        # SIGTERM: the leader stops acting, releases the Lease and exits 0 within seconds.
+        assert standby.process is not None and standby.process.popen is not None
+        popen = standby.process.popen
+        stopping = time.monotonic()
+        standby.stop()
+        assert time.monotonic() - stopping < 10 and popen.returncode == 0, popen.returncode
+        assert "Lease released" in standby.logs()
+        assert lease_holder(api, LEASE_NAMESPACE, lease) is None, "released: the next replica need not wait"
     finally:
         active.stop()
         standby.stop()
@@ -61,20 +91,20 @@ def test_a_replica_that_loses_the_lead_stops_acting_and_the_new_leader_dispatche
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    """Hand-off to a live replica: a higher-priority one joins; the old leader keeps running but makes no write."""
+    """Hand-off to a live replica: the Lease is given to a standby; the old leader keeps running but makes no write."""
     ns = namespace
     k = o.Kueue(integration_clusters.manager)
     worker = o.Kueue(integration_clusters.worker(1))
     kubeconfig = integration_clusters.kubeconfigs[0]
-    peering = ("--peering", f"handoff-{ns}")
+    lease = f"handoff-{ns}"
+    election = ("--leader-elect", "--leader-election-id", lease)
     webhook_port = integration_controller.webhook_port
-    integration_controller.stop()  # only the two peered replicas act in this test
+    integration_controller.stop()  # only the two electing replicas act in this test
     # The old leader serves the Job webhooks in the integration controller's place (same port).
     old = ControllerProcess(
-        "old", kubeconfig, "manager", tmp_path / "old.log", extra_args=(*peering, "--priority", "10"),
-        webhooks=True, webhook_port=webhook_port,
+        "old", kubeconfig, "manager", tmp_path / "old.log", extra_args=election, webhooks=True, webhook_port=webhook_port
     )
-    new = ControllerProcess("new", kubeconfig, "manager", tmp_path / "new.log", extra_args=(*peering, "--priority", "100"))
+    new = ControllerProcess("new", kubeconfig, "manager", tmp_path / "new.log", extra_args=election)
     cluster, config, check = f"w1-{ns}", f"cfg-{ns}", f"mk-{ns}"
     try:
         old.start()
@@ -91,6 +121,11 @@ def test_a_replica_that_loses_the_lead_stops_acting_and_the_new_leader_dispatche
         o.wait_for(lambda: "remote workload created" in old.logs(), 10, what="the old leader's log line")
 
         new.start()
+        time.sleep(3)  # a standby, fed by the watches: it writes nothing
+        assert "leading: controllers started" not in new.logs()
+        new_identity = new.identity()
+        assert new_identity is not None
+        hand_lease_to(integration_clusters.manager, lease, new_identity)
         o.wait_for(lambda: RELEASED in old.logs(), 60, what="the old leader releasing the lead")
         released_at = old.logs().index(RELEASED)
         assert "worker connections stopped" in old.logs()[released_at - 2000 :], "the worker connections are closed"
@@ -105,15 +140,21 @@ def test_a_replica_that_loses_the_lead_stops_acting_and_the_new_leader_dispatche
         # The first Workload was not dispatched twice: one copy per Job.
         assert len(worker.list("Workload", ns)) == 2
 
-        # While the old leader stands by, a Workload is deleted: its paused watches never tell it.
+        # While the old leader stands by, a Workload is deleted: its watches (warm cache) tell it.
         [first] = [w for w in k.list("Workload", ns) if w["metadata"]["name"].startswith("job-first-")]
-        jobs.delete_namespaced_job("first", ns)  # else the Job controller makes its Workload again
+        # Else the Job integration makes its Workload again; Background, as the default for Jobs (orphan)
+        # leaves the Job terminating for good on these clusters (no garbage collector).
+        jobs.delete_namespaced_job("first", ns, propagation_policy="Background")
         k.delete("Workload", first["metadata"]["name"], ns)
         o.wait_for(lambda: k.get_or_none("Workload", first["metadata"]["name"], ns) is None, 60, what="the first Workload gone")
-        new.stop()  # a graceful exit hands the lead back at once
+        released = time.monotonic()
+        new.stop()  # a graceful exit releases the Lease: the old replica takes it at its next try
         o.wait_for(lambda: old.logs().count("leading: controllers started") == 2, 60, what="the old replica leading again")
+        assert time.monotonic() - released < 15, "taken over without waiting for the Lease to expire"
+        assert "Lease released" in new.logs()
         caught_up = [line for line in old.logs().splitlines() if "cache caught up" in line]
-        assert len(caught_up) == 2 and '"forgotten": 1' in caught_up[1], caught_up
+        # The standby's cache saw the deletion: nothing left to forget.
+        assert len(caught_up) == 2 and '"forgotten": 0' in caught_up[1], caught_up
         jobs.create_namespaced_job(ns, o.batch_job(ns, "third", "user-queue", {"cpu": "1"}, managed_by="kueue.x-k8s.io/multikueue"))
         o.wait_for(
             lambda: any(w["metadata"]["name"].startswith("job-third-") for w in worker.list("Workload", ns)),

@@ -231,6 +231,7 @@ class ClusterManager:
         for name, spec in self._specs.items():
             if name not in self.clusters:
                 self._start_cluster(spec)
+        self._refresh_checks()  # the checks' events a standby saw wrote nothing
         log.info("worker connections started", clusters=sorted(self.clusters))
 
     async def stop_all(self) -> None:
@@ -266,7 +267,9 @@ class ClusterManager:
     async def _write_active(
         self, ref: ResourceRef, name: str, active: bool, reason: str, message: str, since: datetime | None = None
     ) -> None:
-        """Write the object's ``Active`` condition unless this process already wrote the same one."""
+        """Write the object's ``Active`` condition unless this process already wrote the same one (only while leading)."""
+        if not self._leading:
+            return  # a standby writes nothing; start_all writes the checks' conditions when it leads
         key = (ref.plural, name)
         wanted = (active, reason, message)
         if self._status_written.get(key) == wanted:

@@ -180,6 +180,9 @@ class LocalCluster:
             "--service-account-max-token-expiration=8760h",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--authorization-mode=Node,RBAC",
+            # Webhooks and aggregated APIs named by a Service are dialled at its endpoints, not its
+            # ClusterIP: no kube-proxy runs here (the controller's image runs beside the cluster).
+            "--enable-aggregator-routing=true",
             "--enable-priority-and-fairness=false",
             "--max-requests-inflight=2000",
             "--max-mutating-requests-inflight=1000",

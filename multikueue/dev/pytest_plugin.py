@@ -23,11 +23,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from kubernetes import client, config
 
-from multikueue.dev import wiring
+from multikueue.dev import containers, wiring
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
@@ -43,6 +45,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="local",
         help="e2e clusters: local control planes (default) or kind clusters from kind-configs/up.sh",
     )
+    parser.addoption(
+        "--controllers",
+        choices=["process", "image"],
+        default="process",
+        help="e2e controllers: `multikueue run` processes with admin kubeconfigs (default), or the container "
+        "image installed with config/default and config/worker (their RBAC, two manager replicas); build it "
+        "first with hack/image.sh",
+    )
+    parser.addoption("--image", default=containers.IMAGE, help=f"the image for --controllers image (default {containers.IMAGE})")
 
 
 def _ephemeral_ports() -> tuple[int, int]:
@@ -220,8 +231,14 @@ multiKueue:
 
 
 @pytest.fixture(scope="session")
-def e2e_controllers(e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ControllerProcess]]:
-    """Our controller on every e2e cluster: the manager role on the manager, the worker role on workers."""
+def e2e_controllers(
+    request: pytest.FixtureRequest, e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Any]]:
+    """Our controller on every e2e cluster: the manager role on the manager, the worker role on workers.
+
+    The manager's controller comes first. With ``--controllers image`` a second manager replica
+    (a standby, by leader election) comes last.
+    """
     wiring.apply(
         e2e_clusters.manager,
         [
@@ -234,9 +251,64 @@ def e2e_controllers(e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFac
         ],
     )
     roles = ["manager"] + ["worker"] * (len(e2e_clusters.kubeconfigs) - 1)
-    controllers = _controllers(e2e_clusters, tmp_path_factory.mktemp("controllers"), roles)
+    directory = tmp_path_factory.mktemp("controllers")
+    controllers: list[Any]
+    if request.config.getoption("--controllers") == "image":
+        controllers = _image_controllers(e2e_clusters, directory, request.config.getoption("--image"))
+    else:
+        controllers = _controllers(e2e_clusters, directory, roles)
     try:
         yield controllers
     finally:
         for ctl in controllers:
             ctl.stop()
+
+
+def _image_controllers(clusters: Clusters, directory: Path, image: str) -> list[containers.ControllerContainer]:
+    """The controllers from ``image``, installed with the manifests, on every cluster (see :mod:`multikueue.dev.containers`)."""
+    address = containers.bridge_address()
+    planned: list[containers.ControllerContainer] = []
+    standby: list[containers.ControllerContainer] = []
+    for index, kubeconfig in enumerate(clusters.kubeconfigs):
+        role, name = ("manager", "manager") if index == 0 else ("worker", f"worker{index}")
+        objects = containers.install(kubeconfig, "default" if role == "manager" else "worker")
+        api = clusters.worker(index)
+        containers.scale_to_zero(api)
+        args = containers.deployment_args(objects)
+        if role == "manager":
+            config_map = next((a.split("=", 1)[1] for a in args if a.startswith("--config-map=")), "multikueue-manager-config")
+            client.CoreV1Api(api).patch_namespaced_config_map(
+                config_map, containers.CONTROLLER_NAMESPACE, {"data": {"controller_manager_config.yaml": E2E_MANAGER_CONFIG}}
+            )
+        credentials = containers.service_account_files(api, directory / f"{name}-serviceaccount")
+        port = int(urlparse(clusters.server(index)).port or 443)
+        replicas = 2 if role == "manager" else 1
+        made = [
+            containers.ControllerContainer(
+                name=name if replica == 0 else f"{name}-{replica}",
+                role=role,
+                kubeconfig=kubeconfig,
+                log=directory / f"{name}-{replica}-controller.log" if replica else directory / f"{name}-controller.log",
+                args=args,
+                server_port=port,
+                credentials=credentials,
+                image=image,
+                webhooks=role == "manager",
+                webhook_port=containers.free_port() if role == "manager" else 0,
+            )
+            for replica in range(replicas)
+        ]
+        if role == "manager":
+            containers.route_service(api, containers.CONTROLLER_NAMESPACE, containers.WEBHOOK_SERVICE, address,
+                                     [c.webhook_port for c in made])
+        planned.append(made[0])
+        standby += made[1:]
+    started: list[containers.ControllerContainer] = []
+    try:
+        for ctl in [*planned, *standby]:
+            started.append(ctl.start())
+    except BaseException:
+        for ctl in started:
+            ctl.stop()
+        raise
+    return started

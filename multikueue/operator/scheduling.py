@@ -36,9 +36,6 @@ from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
 
-#: The finalizer kopf put on the controller Namespace for the leadership daemon of earlier versions
-#: (before the Lease); a leader that finds it left behind removes it (operator/wiring.py).
-DAEMON_FINALIZER = "multikueue.x-k8s.io/controller"
 #: Coalesce bursts of events into one scheduling cycle.
 CYCLE_COALESCE_SECONDS = 0.005
 #: Bound on concurrent admission writes.

@@ -41,7 +41,7 @@ from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.configuration import Configuration
-from multikueue.api.resources import NAMESPACES, WORKLOADS
+from multikueue.api.resources import WORKLOADS
 from multikueue.controllers.fencing import OriginFencing
 from multikueue.controllers.lifecycle import LifecycleController, Listener
 from multikueue.controllers.multikueue.apply import PlanApplier
@@ -59,7 +59,7 @@ from multikueue.integrations.external.reconciler import ExternalReconciler
 from multikueue.integrations.external.reload import FrameworkLoader
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.operator.feeds import register_feeds
-from multikueue.operator.scheduling import DAEMON_FINALIZER, SchedulingLoop
+from multikueue.operator.scheduling import SchedulingLoop
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.leaderelection import Stopped
@@ -310,7 +310,6 @@ class Controller:
         start, this covers the transitions (Admitted, finalizer, deactivation)
         and wakes the integrations of each Workload.
         """
-        await self._drop_legacy_finalizer()
         keys = [key for key, _ in self.cache.workloads_items()]
         failed = 0
         for key in keys:
@@ -322,26 +321,6 @@ class Controller:
                 failed += 1  # the next event of that Workload retries it, as for a kopf event handler
                 log.debug("lifecycle resync failed", workload=f"{key[0]}/{key[1]}", error=str(exc)[:200])
         log.info("lifecycle resync done", workloads=len(keys), failed=failed)
-
-    async def _drop_legacy_finalizer(self) -> None:
-        """Remove the finalizer the kopf leadership daemon of earlier versions left on the controller's Namespace.
-
-        kopf removed it when the daemon stopped, but not after a crash; it
-        would block the Namespace's deletion for good.
-        """
-        namespace = self.settings.namespace
-        try:
-            body = await self.kube.get_or_none(NAMESPACES, None, namespace)
-            finalizers = list(((body or {}).get("metadata") or {}).get("finalizers") or [])
-            if DAEMON_FINALIZER not in finalizers:
-                return
-            finalizers.remove(DAEMON_FINALIZER)
-            assert body is not None
-            patch = {"metadata": {"finalizers": finalizers, "resourceVersion": body["metadata"].get("resourceVersion")}}
-            await self.kube.patch(NAMESPACES, None, namespace, patch)
-            log.info("legacy finalizer removed from the controller namespace", namespace=namespace, finalizer=DAEMON_FINALIZER)
-        except (ApiException, HTTPError, OSError) as exc:
-            log.warning("legacy finalizer not removed", namespace=namespace, error=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
 
     async def catch_up(self, stopped: Stopped) -> None:
         """Wait until the cache holds every Workload at least as new as the API server lists it.

@@ -232,7 +232,6 @@ COMMON_NEEDS = [
     Access("get", "", "namespaces", name=NAMESPACE, why="operator/app.py start-up check"),
     Access("list", "", "namespaces", why="namespace feed"),
     Access("watch", "", "namespaces", why="namespace feed"),
-    Access("patch", "", "namespaces", name=NAMESPACE, why="leadership daemon finalizer (kopf)"),
     Access("list", "", "configmaps", why="kopf watch of the Configuration (cluster-wide)"),
     Access("watch", "", "configmaps", why="kopf watch of the Configuration (cluster-wide)"),
     Access("get", "", "configmaps", NAMESPACE, DEFAULT_CONFIG_MAP, why="operator/app.py read_configuration"),

@@ -115,30 +115,47 @@ def bridge_address() -> str:
         for config in (network.get("IPAM") or {}).get("Config") or []:
             if config.get("Gateway"):
                 return str(config["Gateway"])
-    raise ContainerError("the Docker bridge network has no gateway address")
+        # No gateway recorded (seen with dockerd started by hand): the bridge interface's own address.
+        interface = (network.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
+        for line in run(["ip", "-4", "-o", "addr", "show", "dev", interface]).splitlines():
+            fields = line.split()
+            if "inet" in fields:
+                return fields[fields.index("inet") + 1].split("/")[0]
+    raise ContainerError("the Docker bridge network has no address: is dockerd running (hack/image.sh starts it)?")
 
 
 def route_service(api: client.ApiClient, namespace: str, name: str, address: str, ports: Sequence[int]) -> None:
-    """Point Service ``name`` at ``address:port`` for each port: no selector, an Endpoints object of ours."""
+    """Point Service ``name`` at ``address:port`` for each port: no selector, EndpointSlices of ours.
+
+    The API server's endpoint routing reads EndpointSlices and takes the
+    port whose name is the Service port's; one slice per replica, as each
+    listens on its own port of this machine.
+    """
     core = client.CoreV1Api(api)
+    discovery = client.DiscoveryV1Api(api)
     service = core.read_namespaced_service(name, namespace)
-    port_name = service.spec.ports[0].name
+    port_name = service.spec.ports[0].name or ""
     core.patch_namespaced_service(name, namespace, {"spec": {"selector": None}})
-    body = {
-        "apiVersion": "v1",
-        "kind": "Endpoints",
-        "metadata": {"name": name, "namespace": namespace},
-        "subsets": [
-            {"addresses": [{"ip": address}], "ports": [{"port": port, "protocol": "TCP", **({"name": port_name} if port_name else {})}]}
-            for port in ports
-        ],
-    }
-    try:
-        core.create_namespaced_endpoints(namespace, body)
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-        core.replace_namespaced_endpoints(name, namespace, body)
+    for index, port in enumerate(ports):
+        body = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{name}-e2e-{index}",
+                "namespace": namespace,
+                # Owned by the tests: the cluster's EndpointSlice controllers leave such slices alone.
+                "labels": {"kubernetes.io/service-name": name, "endpointslice.kubernetes.io/managed-by": "multikueue-e2e"},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+        }
+        try:
+            discovery.create_namespaced_endpoint_slice(namespace, body)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+            discovery.replace_namespaced_endpoint_slice(body["metadata"]["name"], namespace, body)
 
 
 def scale_to_zero(api: client.ApiClient, namespace: str = CONTROLLER_NAMESPACE, name: str = DEPLOYMENT) -> None:

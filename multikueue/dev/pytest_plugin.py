@@ -293,14 +293,13 @@ def _image_controllers(clusters: Clusters, directory: Path, image: str) -> list[
                 server_port=port,
                 credentials=credentials,
                 image=image,
-                webhooks=role == "manager",
-                webhook_port=containers.free_port() if role == "manager" else 0,
+                webhooks=True,  # both roles serve the Job webhooks (a worker's suspend Jobs submitted to it directly)
+                webhook_port=containers.free_port(),
             )
             for replica in range(replicas)
         ]
-        if role == "manager":
-            containers.route_service(api, containers.CONTROLLER_NAMESPACE, containers.WEBHOOK_SERVICE, address,
-                                     [c.webhook_port for c in made])
+        containers.route_service(api, containers.CONTROLLER_NAMESPACE, containers.WEBHOOK_SERVICE, address,
+                                 [c.webhook_port for c in made])
         planned.append(made[0])
         standby += made[1:]
     started: list[containers.ControllerContainer] = []

@@ -228,6 +228,37 @@ def test_leader_change_while_worker_events_arrive(
         manager_ctl.start()
 
 
+@pytest.mark.image
+def test_leader_container_killed_standby_takes_over(
+    local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str
+) -> None:
+    """Issue 11: the manager's two replicas from the image (``--controllers image``); the leader's container is killed.
+
+    The replicas run as the install manifests describe them (``--leader-elect``,
+    the webhook behind its Service, the manifests' RBAC); the Lease in
+    kueue-system names the leader. The standby must hold it within the lease
+    duration (15 s, plus 1 s of polling) and finish the run: every Job once.
+    """
+    manager, standby = e2e_controllers[0], e2e_controllers[-1]
+    assert manager is not standby and manager.role == standby.role == "manager", "run with --controllers image"
+    holder = lambda: lease_holder(local.manager, wiring.CONTROLLER_NAMESPACE, "multikueue-manager-leader")  # noqa: E731
+    o.wait_for(lambda: holder() in (manager.identity(), standby.identity()), 30, what="a replica holding the Lease")
+    leader, other = (manager, standby) if holder() == manager.identity() else (standby, manager)
+    run = Run.submit(local, namespace)
+    run.wait_running_on(1)
+    killed = time.monotonic()
+    leader.kill()
+    try:
+        o.wait_for(lambda: holder() == other.identity(), 30, interval=0.1, what="the standby holding the Lease")
+        took = time.monotonic() - killed
+        assert took <= TAKEOVER_SECONDS, f"the standby took the Lease {took:.1f}s after the leader's container was killed"
+        o.wait_for(lambda: "leading: controllers started" in other.logs(), 30, what="the new leader acting")
+        run.verify()
+    finally:
+        if not leader.alive:
+            leader.start()
+
+
 # --- configuration changed under running Jobs ------------------------------------------
 
 

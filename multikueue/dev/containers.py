@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from multikueue.dev.controllers import free_port
+from multikueue.dev.controllers import free_port, identity_in_log
 from multikueue.dev.paths import source_checkout
 
 #: The image the manifests name and the build script tags by default.
@@ -65,6 +65,11 @@ def run(argv: Sequence[str], *, timeout: float = 300, input_text: str | None = N
     if done.returncode != 0:
         raise ContainerError(f"{' '.join(argv)} failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-2000:]}")
     return done.stdout
+
+
+def build_image(tag: str = IMAGE) -> None:
+    """``hack/image.sh --tag TAG``: starts dockerd if needed, builds the image or finds it up to date (seconds)."""
+    run([str(source_checkout() / "hack" / "image.sh"), "--tag", tag], timeout=1800)
 
 
 def kubectl(kubeconfig: Path, *args: str, timeout: float = 120) -> str:
@@ -240,6 +245,10 @@ class ControllerContainer:
 
     def ready(self) -> bool:
         return _answers(self.health_port, "/readyz")
+
+    def identity(self) -> str | None:
+        """This replica's name in the leader-election Lease, from its start-up log line."""
+        return identity_in_log(self.logs())
 
     def _end(self, command: list[str]) -> None:
         if self.container is None:

@@ -102,13 +102,7 @@ class ControllerProcess:
 
     def identity(self) -> str | None:
         """This run's name in the leader-election Lease (``--leader-elect``), from its start-up log line."""
-        for line in reversed(self.logs().splitlines()):
-            if '"controller starting"' in line:
-                try:
-                    return json.loads(line).get("identity")  # type: ignore[no-any-return]
-                except ValueError:
-                    return None
-        return None
+        return identity_in_log(self.logs())
 
     def ready(self) -> bool:
         """Whether /readyz answers 200 (the cache has synced)."""
@@ -117,6 +111,17 @@ class ControllerProcess:
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.alive()
+
+
+def identity_in_log(text: str) -> str | None:
+    """A controller's name in the leader-election Lease, from the last start-up line of its JSON log."""
+    for line in reversed(text.splitlines()):
+        if '"controller starting"' in line:
+            try:
+                return json.loads(line).get("identity")  # type: ignore[no-any-return]
+            except ValueError:
+                return None
+    return None
 
 
 def lease_holder(api: client.ApiClient, namespace: str, name: str) -> str | None:

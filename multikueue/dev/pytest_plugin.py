@@ -56,6 +56,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--image", default=containers.IMAGE, help=f"the image for --controllers image (default {containers.IMAGE})")
 
 
+_DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``image`` are opt-in: kept with ``-m`` naming ``image`` or with ``--controllers image``.
+
+    A plain run must not start dockerd or build an image; ``hack/test.sh``
+    runs them in a second pass (see there).
+    """
+    if "image" in (config.getoption("markexpr") or "") or config.getoption("--controllers") == "image":
+        return
+    image_tests = [item for item in items if item.get_closest_marker("image")]
+    if image_tests:
+        config.hook.pytest_deselected(items=image_tests)
+        config.stash[_DESELECTED] = len(image_tests)
+        items[:] = [item for item in items if not item.get_closest_marker("image")]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if config.stash.get(_DESELECTED, 0):
+        terminalreporter.write_line(
+            f"{config.stash[_DESELECTED]} image tests deselected (opt-in): python -m pytest --controllers image -m image"
+        )
+
+
 def _ephemeral_ports() -> tuple[int, int]:
     """The kernel's range for outgoing connections' local ports (Linux; a common default elsewhere)."""
     try:
@@ -181,6 +206,18 @@ def upstream_crd_cluster(upstream_crd_clusters: Clusters) -> client.ApiClient:
     return upstream_crd_clusters.manager
 
 
+@pytest.fixture(scope="session")
+def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    """One kube-apiserver with nothing installed (no CRDs, no namespace of ours): a fresh cluster for install tests."""
+    clusters = _start(
+        tmp_path_factory.mktemp("clusters"), "bare", ClusterSetOptions(workers=0, full=False, wire=False, install_crds=False)
+    )
+    try:
+        yield Clusters.of(clusters)
+    finally:
+        clusters.down()
+
+
 def _create_namespace(api: client.ApiClient, name: str) -> None:
     client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
 
@@ -266,6 +303,7 @@ def e2e_controllers(
 
 def _image_controllers(clusters: Clusters, directory: Path, image: str) -> list[containers.ControllerContainer]:
     """The controllers from ``image``, installed with the manifests, on every cluster (see :mod:`multikueue.dev.containers`)."""
+    containers.build_image(image)
     address = containers.bridge_address()
     planned: list[containers.ControllerContainer] = []
     standby: list[containers.ControllerContainer] = []

@@ -22,6 +22,7 @@ decisions are :mod:`multikueue.core.leaderelection`):
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 import uuid
@@ -57,8 +58,13 @@ TRANSIENT = (ApiException, HTTPError, OSError, TimeoutError)
 
 
 def default_identity() -> str:
-    """This replica's name in the Lease: the host name (a Pod's name) and a random suffix, as client-go's callers use."""
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
+    """This replica's name in the Lease: its Pod's name (``POD_NAME``, else the host name) and a random suffix.
+
+    The host name is the Pod's name in a cluster, but not for a container on
+    the host's network (the test harness runs the image so): the install
+    manifests set ``POD_NAME`` from the downward API, as many controllers do.
+    """
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4()}"
 
 
 class Stopped:

@@ -4,7 +4,8 @@ The tests need a Docker engine and either network access or the cached
 offline base; `hack/image.sh` provides both (it starts dockerd and makes the
 base if needed), so nothing here is skipped: a missing engine or a failed
 build is a test failure. Once the image exists, the build is a cache hit.
-The tests are opt-in: a run without ``-m image`` deselects them (and says so).
+The tests are opt-in (the marker ``image``, see multikueue/dev/pytest_plugin.py): a run
+without ``-m image`` or ``--controllers image`` deselects them, and says so.
 
     python -m pytest -m image tests/image
 
@@ -22,34 +23,6 @@ import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT = 1800
-DESELECTED = pytest.StashKey[int]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "image: the controller's container image, built (or reused) with hack/image.sh; needs root or a Docker engine"
-    )
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Opt-in: without ``-m`` naming ``image``, these tests are deselected (pytest counts them as such).
-
-    A plain ``pytest`` (hack/test.sh, the CI suites) must not start dockerd or build an image.
-    """
-    if "image" in (config.getoption("markexpr") or ""):
-        return
-    image_tests = [item for item in items if item.get_closest_marker("image")]
-    if image_tests:
-        config.hook.pytest_deselected(items=image_tests)
-        config.stash[DESELECTED] = len(image_tests)
-        items[:] = [item for item in items if not item.get_closest_marker("image")]
-
-
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
-    if config.stash.get(DESELECTED, 0):
-        terminalreporter.write_line(
-            f"{config.stash[DESELECTED]} image tests deselected (opt-in): python -m pytest -m image tests/image"
-        )
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,14 @@
 # Installs what it needs by itself: a virtualenv with the package and its dev
 # extras, and the Kubernetes control-plane binaries built from Go modules
 # (cached outside the repository in ${MULTIKUEUE_CACHE:-~/.cache/multikueue}).
-# Extra arguments go to pytest, e.g. `hack/test.sh -m unit`.
+#
+# Without arguments it runs two passes: the whole suite with the controllers
+# as processes, then the image pass: the container image built by
+# hack/image.sh (Docker installed and started if needed), its tests, the
+# install on a bare cluster, and the MultiKueue e2e tests plus the leader's
+# container killed, with every controller from the image installed by
+# config/default and config/worker (--controllers image).
+# Extra arguments go to pytest instead, for one pass, e.g. `hack/test.sh -m unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -12,13 +19,29 @@ source hack/lib.sh
 ensure_venv
 echo "--- building (or reusing) the local cluster binaries"
 multikueue dev build
-echo "--- running the tests"
-set +e
-python -m pytest "$@"
-code=$?
-set -e
-if [ "$code" -eq 5 ]; then
-  echo "pytest collected no tests: treating that as a failure" >&2
-  exit 1
+
+run_pytest() {
+  set +e
+  python -m pytest "$@"
+  local code=$?
+  set -e
+  if [ "$code" -eq 5 ]; then
+    echo "pytest collected no tests: treating that as a failure" >&2
+    return 1
+  fi
+  return "$code"
+}
+
+if [ "$#" -gt 0 ]; then
+  echo "--- running the tests"
+  run_pytest "$@"
+  exit $?
 fi
+
+echo "--- running the tests (controllers as processes)"
+code=0
+run_pytest || code=$?
+echo "--- running the image pass (controllers from the image; hack/image.sh builds it)"
+run_pytest --controllers image tests/image e2e/test_install.py e2e/test_multikueue.py \
+  "e2e/test_faults.py::test_leader_container_killed_standby_takes_over" || code=$?
 exit "$code"

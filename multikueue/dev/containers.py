@@ -27,8 +27,6 @@ import json
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +35,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from multikueue.dev.controllers import free_port, identity_in_log
+from multikueue.dev.controllers import free_port, identity_in_log, probe
 from multikueue.dev.paths import source_checkout
 
 #: The image the manifests name and the build script tags by default.
@@ -182,14 +180,6 @@ def service_account_files(api: client.ApiClient, directory: Path, namespace: str
     return directory
 
 
-def _answers(port: int, path: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @dataclass
 class ControllerContainer:
     """One replica of the controller, from the image; the same surface as ``ControllerProcess`` for the tests."""
@@ -235,7 +225,7 @@ class ControllerContainer:
         with self.log.open("ab") as sink:
             self._logs = subprocess.Popen(["docker", "logs", "--follow", self.container], stdout=sink, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
-        while not _answers(self.health_port, "/readyz"):
+        while not probe(self.health_port, "/readyz"):
             if not self.alive:
                 raise ContainerError(f"{self.name}: the container exited at start; its log: {self.logs()[-3000:]}")
             if time.monotonic() > deadline:
@@ -244,7 +234,7 @@ class ControllerContainer:
         return self
 
     def ready(self) -> bool:
-        return _answers(self.health_port, "/readyz")
+        return probe(self.health_port, "/readyz")
 
     def identity(self) -> str | None:
         """This replica's name in the leader-election Lease, from its start-up log line."""

@@ -29,6 +29,7 @@ from multikueue.operator.wiring import Controller, Settings, build
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
 from multikueue.runtime.leaderelection import LeaderElector, default_identity, lead_alone
+from multikueue.runtime.tasks import first_of
 from multikueue.runtime.probes import ProbeServer
 from multikueue.operator import login
 from multikueue.operator import webhook
@@ -152,13 +153,7 @@ async def run_leadership(controller: Controller, elector: LeaderElector | None, 
     A replica takes part in the election only with a synced cache, so the
     leader is never one that cannot see the cluster.
     """
-    synced = asyncio.ensure_future(controller.synced.wait())
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        synced.cancel()
-        stopping.cancel()
+    await first_of(controller.synced.wait(), stop.wait())
     if stop.is_set():
         return
     if elector is not None:

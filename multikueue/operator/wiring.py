@@ -64,7 +64,7 @@ from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.leaderelection import Stopped
 from multikueue.runtime.queue_status import QueueStatusWriter
-from multikueue.runtime.tasks import cancel_and_wait
+from multikueue.runtime.tasks import cancel_and_wait, first_of
 from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
@@ -233,13 +233,7 @@ class Controller:
             log.info("leadership released: controllers stopped, this replica makes no more writes", reason=reason, took=took)
 
     async def _wait_synced(self, stopped: Stopped) -> None:
-        waiter = asyncio.ensure_future(self.synced.wait())
-        stop = asyncio.ensure_future(stopped.wait())
-        try:
-            await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            stop.cancel()
+        await first_of(self.synced.wait(), stopped.wait())
 
     def lead(self) -> None:
         """Start the parts that act (the cache is current): queues, worker connections, Events, resyncs."""

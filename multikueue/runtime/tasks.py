@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import Any
 
 
 async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object] | None) -> None:
@@ -18,3 +20,13 @@ async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object] | 
         await task
     except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
         pass
+
+
+async def first_of(*waits: Awaitable[Any]) -> None:
+    """Wait until the first of ``waits`` (e.g. two ``Event.wait()``) is done; cancel the others."""
+    futures = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for future in futures:
+            future.cancel()

@@ -162,11 +162,16 @@ async def run_leadership(controller: Controller, elector: LeaderElector | None, 
         await lead_alone(controller.lead_until, stop)
 
 
-def _leadership_ended(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+class LeadershipFailed(Exception):
+    """The leadership loop ended before shutdown: the process stops with a non-zero status, to be restarted."""
+
+
+def _leadership_ended(task: asyncio.Task[None], stop: asyncio.Event, failures: list[str]) -> None:
     """The leadership loop ends only at shutdown; if it failed before, stop the process so it is restarted."""
     if stop.is_set() or task.cancelled():
         return
-    log.error("leadership loop ended unexpectedly: stopping the controller", error=repr(task.exception())[:300])
+    failures.append(repr(task.exception())[:300])
+    log.error("leadership loop ended unexpectedly: stopping the controller", error=failures[-1])
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -221,6 +226,7 @@ async def run_controller(options: ControllerOptions) -> None:
         )
         stop_leading = asyncio.Event()
         leadership: list[asyncio.Task[None]] = []
+        failures: list[str] = []
 
         @kopf.on.startup(registry=registry)
         async def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -233,7 +239,7 @@ async def run_controller(options: ControllerOptions) -> None:
                 # The webhook configurations are written by webhook.server, not kopf (managed stays None).
                 settings.admission.server = admission
             task = asyncio.create_task(run_leadership(controller, elector, stop_leading), name="leadership")
-            task.add_done_callback(lambda t: _leadership_ended(t, stop_leading))
+            task.add_done_callback(lambda t: _leadership_ended(t, stop_leading, failures))
             leadership.append(task)
 
         @kopf.on.cleanup(registry=registry)
@@ -268,6 +274,8 @@ async def run_controller(options: ControllerOptions) -> None:
         finally:
             if probes is not None:
                 await probes.stop()
+        if failures:
+            raise LeadershipFailed(failures[0])
         log.info("controller stopped")
     finally:
         kube.close()
@@ -279,4 +287,7 @@ def main(options: ControllerOptions) -> int:
     except StartupError as exc:
         log.error("controller cannot start", error=str(exc))
         return 1
+    except LeadershipFailed as exc:
+        log.error("controller stopped after its leadership loop failed; restart it", error=str(exc))
+        return 2
     return 0

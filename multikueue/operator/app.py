@@ -209,6 +209,7 @@ async def run_controller(options: ControllerOptions) -> None:
             loaded.config.multi_kueue.external_frameworks,
             source=await kube.get_or_none(CONFIG_MAPS, options.namespace, options.config_map),
         )
+        controller.frameworks.start()  # then follow the ConfigMap's changes (every replica: it only reads)
         admission = await webhook_server(webhooks, loaded.config, kube)
         registry = kopf.OperatorRegistry()
         controller.register(registry)

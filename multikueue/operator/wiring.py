@@ -150,7 +150,6 @@ class Controller:
             workload_deleted=self._workload_deleted,
         )
         self.jobs.register(registry)
-        self.frameworks.register(registry)
         self._register_synced(registry)
         if self.clusters is not None:
             self.clusters.register(registry)
@@ -179,6 +178,7 @@ class Controller:
     async def stop(self) -> None:
         """Shut down (kopf's clean-up, after the leadership loop ended): whatever still runs, and the external watches."""
         await self.follow()
+        await self.frameworks.stop()
         await self.external.stop()
         await self.events.stop()
 

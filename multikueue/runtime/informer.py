@@ -189,6 +189,8 @@ class Informer:
         handler: Handler | None = None,
         *,
         label_selector: str = "",
+        namespace: str | None = None,
+        field_selector: str = "",
         indexers: Mapping[str, IndexFunc] | None = None,
         on_health: Callable[["Informer"], None] | None = None,
         not_usable: Collection[int] = (),
@@ -201,6 +203,9 @@ class Informer:
         self.ref = ref
         self.handler = handler
         self.label_selector = label_selector
+        #: Only this namespace (None: all), only objects matching ``field_selector``.
+        self.namespace = namespace
+        self.field_selector = field_selector
         self.on_health = on_health
         self.not_usable = frozenset(not_usable)
         self.cluster = cluster
@@ -269,7 +274,9 @@ class Informer:
             if failures:
                 await asyncio.sleep(self._delay(failures))
             try:
-                listed = await self.kube.list_all(self.ref, self.label_selector, decode=loads)
+                listed = await self.kube.list_all(
+                    self.ref, self.label_selector, decode=loads, namespace=self.namespace, field_selector=self.field_selector
+                )
             except Exception as exc:  # noqa: BLE001 - network errors come in many types
                 failures += 1
                 self._list_failed(exc, failures)
@@ -368,7 +375,12 @@ class Informer:
 
     def _open(self, version: str) -> Any:
         return self.kube.open_watch(
-            self.ref, resource_version=version, label_selector=self.label_selector, timeout_seconds=self.watch_seconds
+            self.ref,
+            resource_version=version,
+            label_selector=self.label_selector,
+            timeout_seconds=self.watch_seconds,
+            namespace=self.namespace,
+            field_selector=self.field_selector,
         )
 
     def _stream(self, epoch: int, version: str) -> _End:

@@ -104,24 +104,41 @@ class AsyncKube:
         return await self.call(self._request, "GET", path)  # type: ignore[no-any-return]
 
     async def list_all(
-        self, ref: ResourceRef, label_selector: str = "", *, decode: Callable[[bytes], Any] = json.loads
+        self,
+        ref: ResourceRef,
+        label_selector: str = "",
+        *,
+        decode: Callable[[bytes], Any] = json.loads,
+        namespace: str | None = None,
+        field_selector: str = "",
     ) -> dict[str, Any]:
-        """The list response for ``ref`` across all namespaces, ``metadata.resourceVersion`` included.
+        """The list response for ``ref`` across all namespaces (or in ``namespace``), ``metadata.resourceVersion`` included.
 
         ``decode`` parses the body (the informer's parser copes with any nesting depth).
         """
-        query = [("labelSelector", label_selector)] if label_selector else []
-        path = self._path(ResourceRef(ref.group, ref.version, ref.plural, False), None)
+        query = _selectors(label_selector, field_selector)
+        path = self._path(ResourceRef(ref.group, ref.version, ref.plural, namespace is not None), namespace)
         return await self.call(self._request, "GET", path, None, None, query, decode)  # type: ignore[no-any-return]
 
-    def open_watch(self, ref: ResourceRef, *, resource_version: str, label_selector: str, timeout_seconds: int) -> Any:
-        """Start a watch of ``ref`` across all namespaces; the raw response to read lines from (blocking: call it from a thread)."""
+    def open_watch(
+        self,
+        ref: ResourceRef,
+        *,
+        resource_version: str,
+        label_selector: str,
+        timeout_seconds: int,
+        namespace: str | None = None,
+        field_selector: str = "",
+    ) -> Any:
+        """Start a watch of ``ref`` across all namespaces (or in ``namespace``); the raw response to read lines from.
+
+        Blocking: call it from a thread.
+        """
         query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout_seconds))]
         if resource_version:
             query.append(("resourceVersion", resource_version))
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        path = self._path(ResourceRef(ref.group, ref.version, ref.plural, False), None)
+        query += _selectors(label_selector, field_selector)
+        path = self._path(ResourceRef(ref.group, ref.version, ref.plural, namespace is not None), namespace)
         _, url, headers, _, _ = self.api.param_serialize(
             method="GET", resource_path=path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
         )
@@ -184,3 +201,9 @@ class AsyncKube:
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await self.call(self._core.create_namespaced_event, namespace, body)
+
+
+def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+    """The query parameters of a listing's or watch's selectors."""
+    query = [("labelSelector", label_selector)] if label_selector else []
+    return query + ([("fieldSelector", field_selector)] if field_selector else [])

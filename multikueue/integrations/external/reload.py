@@ -14,19 +14,21 @@ other entries keep working, and a bad document keeps what runs now.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import kopf
 import structlog
 from kubernetes.client.rest import ApiException
 
 from multikueue.api.configuration import CONFIG_KEY, ConfigurationError, load_configuration
-from multikueue.api.resources import ResourceRef
+from multikueue.api.resources import CONFIG_MAPS, ResourceRef
 from multikueue.integrations.external.entries import CompiledFramework, FrameworkProblem, load_frameworks
 from multikueue.integrations.external.reconciler import ExternalReconciler
 from multikueue.runtime.events import EventRecorder, ObjectRef
+from multikueue.runtime.informer import DELETED, Informer
 from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -43,23 +45,54 @@ class FrameworkLoader:
         self.namespace = namespace
         self.config_map = config_map
         self._last_problems: tuple[str, ...] = ()
+        self._informer: Informer | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
 
-    def register(self, registry: kopf.OperatorRegistry) -> None:
-        """Reload on every change of the ConfigMap (only the external frameworks; other settings need a restart)."""
+    def start(self) -> None:
+        """Reload on every change of the ConfigMap (only the external frameworks; other settings need a restart).
 
-        @kopf.on.event(
-            "",
-            "v1",
-            "configmaps",
-            registry=registry,
-            id="configuration",
-            when=lambda name, namespace, **_: name == self.config_map and namespace == self.namespace,
+        The ConfigMap is watched by name in the controller's namespace (a
+        field selector), so the controller needs no access to other
+        namespaces' ConfigMaps. Its events are applied one at a time, in
+        order, from a queue of their own (a slow discovery must not let an
+        older document win over a newer one). Runs in every replica: the
+        external frameworks' watches only read.
+        """
+        if self._informer is not None:
+            return
+        self._informer = Informer(
+            self.kube,
+            CONFIG_MAPS,
+            self._on_event,
+            namespace=self.namespace,
+            field_selector=f"metadata.name={self.config_map}",
+            cluster="local",
         )
-        async def configuration_changed(event: kopf.RawEvent, **_: Any) -> None:
-            if event.get("type") == "DELETED":
-                await self.load([])
-            else:
-                await self.reload_from_configmap(event["object"])
+        self._informer.start()
+        self._worker = asyncio.create_task(self._apply_events(), name="configuration reload")
+
+    async def stop(self) -> None:
+        if self._informer is not None:
+            await self._informer.stop()
+            self._informer = None
+        await cancel_and_wait(self._worker)
+        self._worker = None
+
+    def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._events.put_nowait((event_type, obj))
+
+    async def _apply_events(self) -> None:
+        while True:
+            event_type, obj = await self._events.get()
+            try:
+                if event_type == DELETED:
+                    await self.load([])
+                else:
+                    await self.reload_from_configmap(obj)
+            except Exception:  # noqa: BLE001 - the next change of the ConfigMap is applied all the same
+                log.exception("external frameworks not reloaded: fix the cause, then change the ConfigMap again",
+                              configmap=f"{self.namespace}/{self.config_map}")
 
     async def reload_from_configmap(self, body: Mapping[str, Any]) -> None:
         """Apply the ConfigMap's document (watch event); a bad document keeps what runs now."""

@@ -13,8 +13,9 @@ fakes that run no container:
 
 - the containers run on this machine's Docker engine with host networking
   (the local API servers listen on loopback only), each replica on its own
-  ports; the Deployment itself is scaled to zero so kwok does not fake its
-  pods;
+  ports; the Deployment is applied with zero replicas, as kwok would fake
+  its pods (Running, with made-up IPs that the webhook Service's endpoints
+  would then point at);
 - the webhook Service gets no selector and an Endpoints object of ours that
   points at the replicas through the Docker bridge's address (the API
   server's endpoint routing, ``--enable-aggregator-routing``, dials it), so
@@ -80,10 +81,24 @@ def render(base: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def install(kubeconfig: Path, base: str) -> list[dict[str, Any]]:
-    """``kubectl apply --server-side -k config/<base>`` (forcing conflicts: the dev tooling installed the CRDs first)."""
-    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(source_checkout() / "config" / base))
-    return render(base)
+def install(kubeconfig: Path, base: str, *, without_pods: bool = False) -> list[dict[str, Any]]:
+    """``kubectl apply --server-side -k config/<base>`` (forcing conflicts: the dev tooling installed the CRDs first).
+
+    ``without_pods``: the rendered base is applied with the Deployment at zero
+    replicas, for clusters whose kwok nodes would otherwise fake its pods
+    (Running, with made-up IPs the webhook Service's endpoints would point
+    at: an address outside this machine).
+    """
+    objects = render(base)
+    if not without_pods:
+        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(source_checkout() / "config" / base))
+        return objects
+    for obj in objects:
+        if obj.get("kind") == "Deployment":
+            obj["spec"]["replicas"] = 0
+    text = yaml.safe_dump_all(objects)
+    run(["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--server-side", "--force-conflicts", "-f", "-"], input_text=text)
+    return objects
 
 
 def deployment_args(objects: Iterable[dict[str, Any]], name: str = DEPLOYMENT) -> list[str]:
@@ -139,6 +154,14 @@ def route_service(api: client.ApiClient, namespace: str, name: str, address: str
     service = core.read_namespaced_service(name, namespace)
     port_name = service.spec.ports[0].name or ""
     core.patch_namespaced_service(name, namespace, {"spec": {"selector": None}})
+    # Slices the cluster made while the Service had a selector would send the API server elsewhere.
+    for stale in discovery.list_namespaced_endpoint_slice(namespace, label_selector=f"kubernetes.io/service-name={name}").items:
+        if (stale.metadata.labels or {}).get("endpointslice.kubernetes.io/managed-by") != "multikueue-e2e":
+            try:
+                discovery.delete_namespaced_endpoint_slice(stale.metadata.name, namespace)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
     for index, port in enumerate(ports):
         body = {
             "apiVersion": "discovery.k8s.io/v1",

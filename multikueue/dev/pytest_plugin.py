@@ -309,9 +309,8 @@ def _image_controllers(clusters: Clusters, directory: Path, image: str) -> list[
     standby: list[containers.ControllerContainer] = []
     for index, kubeconfig in enumerate(clusters.kubeconfigs):
         role, name = ("manager", "manager") if index == 0 else ("worker", f"worker{index}")
-        objects = containers.install(kubeconfig, "default" if role == "manager" else "worker")
+        objects = containers.install(kubeconfig, "default" if role == "manager" else "worker", without_pods=True)
         api = clusters.worker(index)
-        containers.scale_to_zero(api)
         args = containers.deployment_args(objects)
         if role == "manager":
             config_map = next((a.split("=", 1)[1] for a in args if a.startswith("--config-map=")), "multikueue-manager-config")

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from multikueue.dev.controllers import free_port, identity_in_log, probe
+from multikueue.dev.controllers import ControllerRun, free_port, probe
 from multikueue.dev.paths import source_checkout
 
 #: The image the manifests name and the build script tags by default.
@@ -204,7 +204,7 @@ def service_account_files(api: client.ApiClient, directory: Path, namespace: str
 
 
 @dataclass
-class ControllerContainer:
+class ControllerContainer(ControllerRun):
     """One replica of the controller, from the image; the same surface as ``ControllerProcess`` for the tests."""
 
     name: str
@@ -259,10 +259,6 @@ class ControllerContainer:
     def ready(self) -> bool:
         return probe(self.health_port, "/readyz")
 
-    def identity(self) -> str | None:
-        """This replica's name in the leader-election Lease, from its start-up log line."""
-        return identity_in_log(self.logs())
-
     def _end(self, command: list[str]) -> None:
         if self.container is None:
             return
@@ -288,15 +284,6 @@ class ControllerContainer:
         """SIGKILL: a crash or a lost node."""
         self._end(["docker", "kill", "--signal", "KILL"])
 
-    def restart(self) -> "ControllerContainer":
-        self.stop()
-        return self.start()
-
-    def logs(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""
 
     @property
     def alive(self) -> bool:

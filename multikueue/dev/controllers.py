@@ -36,8 +36,34 @@ def probe(port: int, path: str = "/healthz") -> bool:
         return False
 
 
+class ControllerRun:
+    """What every way of running the controller offers the tests besides start/stop: its log, its Lease name, restart."""
+
+    log: Path
+
+    def start(self, timeout: float = 60) -> "ControllerRun":
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def restart(self) -> "ControllerRun":
+        self.stop()
+        return self.start()
+
+    def logs(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def identity(self) -> str | None:
+        """This run's name in the leader-election Lease (``--leader-elect``), from its start-up log line."""
+        return identity_in_log(self.logs())
+
+
 @dataclass
-class ControllerProcess:
+class ControllerProcess(ControllerRun):
     """One ``multikueue run`` process and how to reach its probes."""
 
     name: str
@@ -90,19 +116,6 @@ class ControllerProcess:
             self.process.stop(timeout=5)
             self.process = None
 
-    def restart(self) -> "ControllerProcess":
-        self.stop()
-        return self.start()
-
-    def logs(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def identity(self) -> str | None:
-        """This run's name in the leader-election Lease (``--leader-elect``), from its start-up log line."""
-        return identity_in_log(self.logs())
 
     def ready(self) -> bool:
         """Whether /readyz answers 200 (the cache has synced)."""

@@ -67,9 +67,12 @@ def decide(
         return JobAction(Step.NONE)
     prebuilt = batchjob.prebuilt_workload_name(job)
     finished = batchjob.is_finished(job)
+    # A Job being deleted gets no new Workload, nor a replaced or admitted one (as upstream's
+    # reconciler): it would only hold quota, or be queued, for a Job that is going away.
+    deleting = bool((job.get("metadata") or {}).get("deletionTimestamp"))
 
     if workload is None:
-        if finished is not None:
+        if finished is not None or deleting:
             return JobAction(Step.NONE)
         if prebuilt:
             return JobAction(Step.WAIT_FOR_PREBUILT, message=f"waiting for the prebuilt Workload {prebuilt}")
@@ -90,6 +93,9 @@ def decide(
 
     if workload.is_condition_true(WorkloadConditionType.FINISHED):
         # Finished elsewhere (e.g. on a MultiKueue worker): its final status arrives by sync, never stop it.
+        return JobAction(Step.NONE)
+
+    if deleting:
         return JobAction(Step.NONE)
 
     if not prebuilt and not holds_quota(workload) and not batchjob.equivalent(job, workload):

@@ -159,8 +159,10 @@ class AsyncKube:
                 return None
             raise
 
-    async def list(self, ref: ResourceRef, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
-        query = [("labelSelector", label_selector)] if label_selector else []
+    async def list(
+        self, ref: ResourceRef, namespace: str | None = None, label_selector: str | None = None, field_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        query = _selectors(label_selector or "", field_selector)
         path = self._path(ResourceRef(ref.group, ref.version, ref.plural, ref.namespaced and namespace is not None), namespace)
         result = await self.call(self._request, "GET", path, None, None, query)
         return list(result.get("items", []))

@@ -275,6 +275,8 @@ class _Runner:
                 self.applier.create_failures.pop((namespace, name, remote.name), None)
                 # The Ready event of the next plan names the worker: a log line, not a second Event.
                 log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
+            else:
+                await self._name_taken(remote, action, integration, body)
         elif isinstance(action, dispatch.DeleteRemoteJob):
             if integration is None:
                 return
@@ -366,6 +368,36 @@ class _Runner:
         if deleted:
             remote.pending_deletes.expect(uid_of(copy))
         return deleted
+
+    async def _name_taken(self, remote: RemoteCluster, action: Any, integration: Integration, body: Mapping[str, Any]) -> None:
+        """The job's create answered 409: is the object of that name this Workload's (a lagging watch) or another's?
+
+        Read by a list with a ``metadata.name`` field selector: the worker
+        role grants list, not get. Ours: nothing to do, the watch brings it.
+        Another's (another manager's, or a user's, of the same name): a
+        refusal like a 403, said on the check and counted, so the Workload
+        ends in ``Retry`` instead of waiting for good.
+        """
+        kube = remote.kube
+        assert kube is not None
+        namespace, job_name = self.wl.namespace or "", str(body["metadata"]["name"])
+        found = await self._on_worker(
+            remote, action, kube.list(integration.ref, namespace, field_selector=f"metadata.name={job_name}")
+        )
+        existing = next(iter(found or []), None)
+        origin = ((existing or {}).get("metadata", {}).get("labels") or {}).get(Labels.MULTIKUEUE_ORIGIN)
+        if existing is None or (origin == self.applier.origin and bound_workload_name(existing) == self.wl.name):
+            return  # ours, or gone meanwhile: the next plan sees which
+        whose = f"of origin {origin!r}" if origin else "not created by a MultiKueue manager"
+        message = (
+            f"Worker {remote.name!r}: CreateRemoteJob failed: a {integration.adapter.kind} named {job_name!r} "
+            f"already exists in namespace {namespace!r} ({whose}); delete or rename one of them"
+        )
+        if self._count_refusal(remote.name):
+            await self._give_up(message)
+            return
+        await self._report(message)
+        raise WorkerCallFailed(remote.name, type(action).__name__, RuntimeError(message))
 
     def _count_refusal(self, cluster: str) -> bool:
         """Count one permanent refusal of the job's creation on ``cluster``; True when it is time to give up."""

@@ -664,6 +664,46 @@ async def test_a_job_the_winner_keeps_refusing_ends_in_retry_with_its_message(en
 
 
 @pytest.mark.asyncio
+async def test_a_job_name_taken_on_the_winner_by_another_origin_ends_in_retry(env: Env, namespace: str) -> None:
+    """The name is taken there by someone else's Job: said on the check, counted as a refusal, then Retry."""
+    ns, name = namespace, "taken"
+    owner = manager_job(env, ns, "sample")
+    other = BatchJobAdapter().remote_copy(owner, origin="another-manager", workload_name=name)
+    client.BatchV1Api(env.worker_api["worker1"]).create_namespaced_job(ns, other)
+    starting = 'The workload got reservation on "worker1"; creating its job there'
+    env.create_workload(ns, name, owner=owner, check_message=starting, status={"clusterName": "worker1"})
+    plan = Plan((CreateRemoteJob("worker1"),))
+    taken = (
+        "Worker 'worker1': CreateRemoteJob failed: a Job named 'sample' already exists in namespace "
+        f"'{ns}' (of origin 'another-manager'); delete or rename one of them"
+    )
+    for attempt in range(1, apply_module.JOB_CREATE_ATTEMPTS):
+        with pytest.raises(WorkerCallFailed):
+            await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner)
+        check = env.check(env.kueue.get("Workload", name, ns))
+        assert (check["state"], check["message"]) == ("Pending", taken), f"attempt {attempt}"
+    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
+    check = env.check(env.kueue.get("Workload", name, ns))
+    assert (check["state"], check["message"]) == ("Retry", taken)
+    assert env.remote_job("worker1", ns, "sample")["metadata"]["labels"][Labels.MULTIKUEUE_ORIGIN] == "another-manager"
+
+
+@pytest.mark.asyncio
+async def test_our_job_already_there_but_not_seen_yet_is_not_an_error(env: Env, namespace: str) -> None:
+    """A 409 on the create while the watch lags our own Job: listed by name, found ours, nothing reported."""
+    ns, name = namespace, "lagging"
+    owner = manager_job(env, ns, "sample")
+    ours = BatchJobAdapter().remote_copy(owner, origin=ORIGIN, workload_name=name)
+    client.BatchV1Api(env.worker_api["worker1"]).create_namespaced_job(ns, ours)
+    starting = 'The workload got reservation on "worker1"; creating its job there'
+    env.create_workload(ns, name, owner=owner, check_message=starting, status={"clusterName": "worker1"})
+    plan = Plan((CreateRemoteJob("worker1"),))
+    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
+    check = env.check(env.kueue.get("Workload", name, ns))
+    assert (check["state"], check["message"]) == ("Pending", starting)
+
+
+@pytest.mark.asyncio
 async def test_deleting_copies_that_are_gone_or_going_logs_and_asks_nothing(
     env: Env, namespace: str, logs: list[dict[str, Any]]
 ) -> None:

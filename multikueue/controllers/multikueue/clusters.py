@@ -304,13 +304,24 @@ class ClusterManager:
             asyncio.create_task(self._write_check_status(check))
 
     async def _write_check_status(self, check: AdmissionCheck) -> None:
+        """Write the check's ``Active`` condition when it differs from what the object says.
+
+        The cached object is trusted only until this process writes the
+        condition itself: after that, the memo of its own write is newer than
+        the cache, whose watch event may still be on its way. (Trusting a
+        lagging cache once left a check ``Active=False`` for good after a
+        re-lead: the first write said "no active clusters" while connecting,
+        and the connection's success then compared with the stale ``True``.)
+        """
         status = check_status(check, self._configs, self._health())
+        wanted = (status.active, status.reason, status.message)
+        key = (ADMISSION_CHECKS.plural, check.name)
         current = find_condition(check.status.conditions, ACTIVE)
-        if current is not None and (current.status == ConditionStatus.TRUE, current.reason, current.message) == (
-            status.active,
-            status.reason,
-            status.message,
-        ):
-            self._status_written[(ADMISSION_CHECKS.plural, check.name)] = (status.active, status.reason, status.message)
+        if key not in self._status_written and current is not None and (
+            current.status == ConditionStatus.TRUE,
+            current.reason,
+            current.message,
+        ) == wanted:
+            self._status_written[key] = wanted
             return
         await self._write_active(ADMISSION_CHECKS, check.name, status.active, status.reason, status.message)

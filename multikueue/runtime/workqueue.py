@@ -349,3 +349,11 @@ class WorkQueue(Generic[K]):
             # rest stay one line.
             exc_info=exc if attempt == 1 and not isinstance(exc, self._expected) else None,
         )
+
+
+async def every(clock: Clock, period: float, stop: asyncio.Event, fn: Callable[[], None]) -> None:
+    """Call ``fn`` every ``period`` seconds of ``clock`` until ``stop`` is set (a controller's periodic resync)."""
+    while not stop.is_set():
+        await clock.wait(clock.now() + period, stop)
+        if not stop.is_set():
+            fn()

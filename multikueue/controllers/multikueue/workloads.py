@@ -47,7 +47,7 @@ from multikueue.integrations.base import Adapter
 from multikueue.integrations.binding import bound_workload_name
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.runtime.tasks import cancel_and_wait
-from multikueue.runtime.workqueue import WorkQueue
+from multikueue.runtime.workqueue import WorkQueue, every
 
 log = structlog.get_logger(__name__)
 
@@ -134,7 +134,10 @@ class MultiKueueController:
         """
         self.queue.start()
         self._resync_stop = asyncio.Event()
-        self._resync_task = asyncio.create_task(self._resync_every_period(self._resync_stop), name="multikueue resync")
+        # The queue's clock, so tests drive the period with a FakeClock.
+        self._resync_task = asyncio.create_task(
+            every(self.queue.clock, RESYNC_SECONDS, self._resync_stop, self.resync), name="multikueue resync"
+        )
         self.resync()
 
     async def stop(self) -> None:
@@ -153,13 +156,6 @@ class MultiKueueController:
         """
         self.reconcile_all()
         log.debug("multikueue resync", waiting=len(self.queue))
-
-    async def _resync_every_period(self, stop: asyncio.Event) -> None:
-        clock = self.queue.clock  # the queue's clock, so tests drive the period with a FakeClock
-        while not stop.is_set():
-            await clock.wait(clock.now() + RESYNC_SECONDS, stop)
-            if not stop.is_set():
-                self.resync()
 
     def schedule(self, key: WorkloadKey, delay: float = 0.0) -> None:
         self.queue.add(key, delay=delay)

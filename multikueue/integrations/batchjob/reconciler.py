@@ -38,7 +38,7 @@ from multikueue.core.matching import selector_matches
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.tasks import cancel_and_wait
-from multikueue.runtime.workqueue import WorkQueue
+from multikueue.runtime.workqueue import WorkQueue, every
 from multikueue.runtime.writer import WorkloadWriter
 from multikueue.api.resources import JOBS, WORKLOADS
 
@@ -99,19 +99,14 @@ class JobReconciler:
         if not self.queue.started:
             self.queue.start()
             self._resync_stop = asyncio.Event()
-            self._resync_task = asyncio.create_task(self._resync_every_period(self._resync_stop), name="jobs resync")
+            self._resync_task = asyncio.create_task(
+                every(self.queue.clock, RESYNC_SECONDS, self._resync_stop, self.resync), name="jobs resync"
+            )
             self.resync()
 
     def resync(self) -> None:
         for key in list(self._jobs):
             self.queue.add(key)
-
-    async def _resync_every_period(self, stop: asyncio.Event) -> None:
-        clock = self.queue.clock
-        while not stop.is_set():
-            await clock.wait(clock.now() + RESYNC_SECONDS, stop)
-            if not stop.is_set():
-                self.resync()
 
     async def _handle(self, key: JobKey) -> float | None:
         job = self._jobs.get(key)

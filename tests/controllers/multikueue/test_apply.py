@@ -641,6 +641,19 @@ async def test_deleting_a_remote_copy_drops_its_finalizer(env: Env, namespace: s
             env.worker_kueue["worker1"].patch("Workload", name, {"metadata": {"finalizers": None}}, ns)
 
 
+async def refused_until_retry(env: Env, ns: str, name: str, owner: Mapping[str, Any], message: str) -> None:
+    """Create the job on worker1 until the refusals end the attempt: ``message`` on a Pending check, then on Retry."""
+    plan = Plan((CreateRemoteJob("worker1"),))
+    for attempt in range(1, apply_module.JOB_CREATE_ATTEMPTS):
+        with pytest.raises(WorkerCallFailed):
+            await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner)
+        check = env.check(env.kueue.get("Workload", name, ns))
+        assert (check["state"], check["message"]) == ("Pending", message), f"attempt {attempt}"
+    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
+    check = env.check(env.kueue.get("Workload", name, ns))
+    assert (check["state"], check["message"]) == ("Retry", message)
+
+
 @pytest.mark.asyncio
 async def test_a_job_the_winner_keeps_refusing_ends_in_retry_with_its_message(env: Env) -> None:
     """Issue 10, item D: a permanent refusal does not leave the Workload holding quota, retried forever."""
@@ -649,16 +662,9 @@ async def test_a_job_the_winner_keeps_refusing_ends_in_retry_with_its_message(en
     owner = manager_job(env, ns, "sample")
     starting = 'The workload got reservation on "worker1"; creating its job there'
     env.create_workload(ns, name, owner=owner, check_message=starting, status={"clusterName": "worker1"})
-    plan = Plan((CreateRemoteJob("worker1"),))
     refused = f"Worker 'worker1': CreateRemoteJob failed: namespaces \"{ns}\" not found"
-    for attempt in range(1, apply_module.JOB_CREATE_ATTEMPTS):
-        with pytest.raises(WorkerCallFailed):
-            await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner)
-        check = env.check(env.kueue.get("Workload", name, ns))
-        assert (check["state"], check["message"]) == ("Pending", refused), f"attempt {attempt}"
-    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
+    await refused_until_retry(env, ns, name, owner, refused)
     local = env.kueue.get("Workload", name, ns)
-    assert (env.check(local)["state"], env.check(local)["message"]) == ("Retry", refused)
     assert not o.is_true(local, "Admitted")
     await env.events_of(ns, name, "MultiKueueRetry")
 
@@ -672,19 +678,11 @@ async def test_a_job_name_taken_on_the_winner_by_another_origin_ends_in_retry(en
     client.BatchV1Api(env.worker_api["worker1"]).create_namespaced_job(ns, other)
     starting = 'The workload got reservation on "worker1"; creating its job there'
     env.create_workload(ns, name, owner=owner, check_message=starting, status={"clusterName": "worker1"})
-    plan = Plan((CreateRemoteJob("worker1"),))
     taken = (
         "Worker 'worker1': CreateRemoteJob failed: a Job named 'sample' already exists in namespace "
         f"'{ns}' (of origin 'another-manager'); delete or rename one of them"
     )
-    for attempt in range(1, apply_module.JOB_CREATE_ATTEMPTS):
-        with pytest.raises(WorkerCallFailed):
-            await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner)
-        check = env.check(env.kueue.get("Workload", name, ns))
-        assert (check["state"], check["message"]) == ("Pending", taken), f"attempt {attempt}"
-    assert await env.applier.apply(env.read(ns, name), plan, CHECK, env.workers, batch_integration(), owner) is None
-    check = env.check(env.kueue.get("Workload", name, ns))
-    assert (check["state"], check["message"]) == ("Retry", taken)
+    await refused_until_retry(env, ns, name, owner, taken)
     assert env.remote_job("worker1", ns, "sample")["metadata"]["labels"][Labels.MULTIKUEUE_ORIGIN] == "another-manager"
 
 

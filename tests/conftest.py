@@ -11,9 +11,11 @@ from ``multikueue.dev.pytest_plugin``.
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import structlog
 import yaml
 from kubernetes import client
@@ -21,6 +23,8 @@ from kubernetes import client
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
+from multikueue.runtime.kube import AsyncKube, load_api_client
+
 
 @pytest.fixture(autouse=True)
 def _structlog_restored() -> Any:
@@ -33,6 +37,21 @@ def _structlog_restored() -> Any:
     saved = structlog.get_config()
     yield
     structlog.configure(**saved)
+
+
+@pytest_asyncio.fixture
+async def admin_kube(integration_clusters: Clusters) -> AsyncIterator[Callable[[int], AsyncKube]]:
+    """``admin_kube(i)``: an async client with the admin kubeconfig of cluster ``i`` (0 is the manager), closed after the test."""
+    made: list[AsyncKube] = []
+
+    def make(index: int) -> AsyncKube:
+        kube = AsyncKube(load_api_client(str(integration_clusters.kubeconfigs[index]), 4), workers=4)
+        made.append(kube)
+        return kube
+
+    yield make
+    for kube in made:
+        kube.close()
 
 
 #: Where the manager keeps the Secrets that MultiKueueClusters name.

@@ -8,6 +8,7 @@ its watches and the JSON logs.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import sys
@@ -96,6 +97,8 @@ class ControllerProcess(ControllerRun):
             str(self.metrics_port),
             *self.extra_args,
         ]
+        if os.environ.get("MULTIKUEUE_CONTROLLER_LOG_LEVEL"):  # e.g. DEBUG, to follow a flaky test's decisions
+            argv += ["--controller-log-level", os.environ["MULTIKUEUE_CONTROLLER_LOG_LEVEL"]]
         if self.webhooks:
             self.webhook_port = self.webhook_port or free_port()
             argv += ["--webhook-port", str(self.webhook_port), "--webhook-host", "127.0.0.1"]

@@ -1,12 +1,13 @@
 """The ``batch/v1`` Job integration's I/O: a kopf handler feeding a work queue that applies :mod:`decide`.
 
 A Job is reconciled when it changes and when its Workload changes (admitted,
-evicted, finished), so it starts as soon as its Workload is admitted. Each
-write carries the object's resourceVersion; a 409 means a newer event is on
-its way and will be reconciled in turn. Any other failure (an API server
-answering 500 while its etcd restarts, a network error) is retried by the
-work queue with backoff: before it was only logged, and the Job waited for
-an unrelated event (seen in the fault suite: two Jobs never started).
+evicted, finished), so it starts as soon as its Workload is admitted, and
+every RESYNC_SECONDS. Each write carries the object's resourceVersion; a 409
+makes the reconcile read the Job live and decide again on that. Any other
+failure (an API server answering 500 while its etcd restarts, a network
+error) is retried by the work queue with backoff: before it was only logged,
+and the Job waited for an unrelated event (seen in the fault suite: two Jobs
+never started).
 
 With ``managedJobsNamespaceSelector`` set, a Job whose namespace does not
 match is left alone (no Workload, never suspended), as the webhooks never see
@@ -144,6 +145,7 @@ class JobReconciler:
             body = event["object"]
             meta = body.get("metadata", {})
             key = (meta.get("namespace", ""), meta.get("name", ""))
+            log.debug("job event", job=f"{key[0]}/{key[1]}", type=event.get("type"), rv=meta.get("resourceVersion"))
             if event.get("type") == "DELETED" or not is_queued(body):
                 self._forget(key)
                 return
@@ -173,6 +175,43 @@ class JobReconciler:
         return value, PriorityClassRef(group="kueue.x-k8s.io", kind="WorkloadPriorityClass", name=name)
 
     async def reconcile(self, job: Mapping[str, Any]) -> None:
+        """Decide on ``job`` and apply the decision; on a write conflict, decide again on the live Job.
+
+        Writes carry the resourceVersion of the body decided on. A 409 means
+        the Job changed since: usually its watch event is on its way, but a
+        body that stays behind (an update the watch never delivered) would
+        otherwise conflict on every resync, silently, for good (seen in CI: a
+        worker's copy never started). So a conflict reads the Job live, keeps
+        that body for later reconciles, and decides once more on it; a second
+        conflict in a row is left to the work queue's retry with backoff.
+        """
+        meta = job.get("metadata", {})
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        key = (namespace, name)
+        try:
+            await self._reconcile(job)
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        live = await self.kube.get_or_none(JOBS, namespace, name)
+        if live is None:
+            self._forget(key)
+            return
+        log.info(
+            "job changed since the version decided on; deciding again on the live Job",
+            job=f"{namespace}/{name}",
+            decided_on=meta.get("resourceVersion"),
+            live=(live.get("metadata") or {}).get("resourceVersion"),
+        )
+        if not is_queued(live):
+            self._forget(key)
+            return
+        self._store(key, live)
+        await self._reconcile(live)  # a second 409 propagates: the queue retries with backoff
+
+    async def _reconcile(self, job: Mapping[str, Any]) -> None:
+        """One decision on ``job`` and its writes; a 409 from a write to the Job propagates."""
         meta = job.get("metadata", {})
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         wl = self.cache.workload((namespace, workload_name_for(job)))
@@ -181,12 +220,21 @@ class JobReconciler:
         priority, priority_class = self._priority(job)
         try:
             action = decide(job, wl, flavors=self.cache.flavors, priority=priority, priority_class=priority_class)
-        except MissingFlavorError:
+        except MissingFlavorError as exc:
+            log.info("job not started yet", job=f"{namespace}/{name}", reason=str(exc))
             return  # the flavor arrives with the next watch event, which reconciles again
         except PodSetMergeConflict as exc:
             self._event(job, "Warning", "FailedToStart", str(exc))
             return
         if action.step is Step.NONE:
+            log.debug(
+                "job reconciled: nothing to do",
+                job=f"{namespace}/{name}",
+                workload=wl.name if wl else None,
+                workload_rv=wl.metadata.resource_version if wl else None,
+                admitted=wl.is_condition_true("Admitted") if wl else None,
+                suspended=batchjob.spec_of(job).get("suspend"),
+            )
             return
         if action.step is Step.STOP and wl is not None and batchjob.prebuilt_workload_name(job):
             # A MultiKueue worker copy is created only once its Workload is admitted, but this
@@ -203,8 +251,10 @@ class JobReconciler:
         try:
             await self._apply(job, wl, action)
         except ApiException as exc:
-            if exc.status in (404, 409):
-                return
+            if exc.status == 404:
+                return  # the Job is gone; its DELETED event forgets it
+            if exc.status == 409:
+                raise
             log.error("job reconcile failed", job=f"{namespace}/{name}", step=action.step.value, status=exc.status, error=exc.reason)
             self._event(job, "Warning", "ReconcileFailed", f"{action.step.value}: {exc.status} {exc.reason}")
             raise  # retried with backoff by the queue

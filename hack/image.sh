@@ -5,8 +5,11 @@
 # Works on a machine without a running Docker engine and without access to an
 # image registry:
 #   1. if `docker info` fails, installs docker.io when dockerd is missing and
-#      starts `dockerd --storage-driver=vfs` in the background (its log and pid
-#      in $MULTIKUEUE_CACHE/docker);
+#      starts dockerd in the background (its log and pid in
+#      $MULTIKUEUE_CACHE/docker), with overlay2 storage where overlayfs mounts
+#      on /var/lib/docker (else vfs), and, when this machine's capability
+#      bounding set is incomplete (`docker run --privileged` fails: kind), the
+#      runc wrapper hack/docker/runc-nocap as its default runtime;
 #   2. the base image: $BASE_IMAGE (or --base) if given; else the public
 #      python:3.12-slim-bookworm when present locally; else the offline base
 #      multikueue-base:bookworm when present; else tries to pull the public one
@@ -20,14 +23,15 @@
 # Each long step prints its elapsed time; its output goes to a log in
 # $MULTIKUEUE_CACHE/docker/logs, whose tail is shown when it fails.
 #
-# Usage: hack/image.sh [-t|--tag TAG] [--base IMAGE] [--pull] [--rebuild-base]
+# Usage: hack/image.sh [-t|--tag TAG] [--base IMAGE] [--pull] [--rebuild-base] [--engine-only]
 #   -t, --tag TAG     image tag (default $IMAGE or multikueue:dev)
 #   --base IMAGE      base image to build on (default $BASE_IMAGE, else chosen as above)
 #   --pull            try to pull the public base even when the offline base exists
 #   --rebuild-base    make the offline base again (e.g. for security updates)
+#   --engine-only     only make sure the Docker engine runs (step 1), build nothing
 # Environment: IMAGE, BASE_IMAGE, PUBLIC_BASE, OFFLINE_BASE, PULL_TIMEOUT (seconds),
 #   DEBIAN_MIRROR (default: the mirror apt uses here, else deb.debian.org),
-#   DOCKER_STORAGE_DRIVER (for a dockerd this script starts; default vfs),
+#   DOCKER_STORAGE_DRIVER (for a dockerd this script starts; default overlay2 where it works, else vfs),
 #   BUILD_CA_CERTS (PEM file pip trusts in the build; default the host's local CAs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,12 +45,14 @@ BASE_IMAGE="${BASE_IMAGE:-}"
 PUBLIC_BASE="${PUBLIC_BASE:-python:3.12-slim-bookworm}"
 OFFLINE_BASE="${OFFLINE_BASE:-multikueue-base:bookworm}"
 PULL_TIMEOUT="${PULL_TIMEOUT:-20}"
-# vfs works everywhere but copies the whole image for each container (seconds
-# per `docker run` here); overlay2 is much faster where the kernel allows it.
-DOCKER_STORAGE_DRIVER="${DOCKER_STORAGE_DRIVER:-vfs}"
+# Storage driver of a dockerd this script starts; empty: overlay2 where the
+# kernel can mount overlayfs on /var/lib/docker, else vfs (vfs works everywhere
+# but copies the whole image for each container: seconds per `docker run`).
+DOCKER_STORAGE_DRIVER="${DOCKER_STORAGE_DRIVER:-}"
 SUITE=bookworm
 try_pull=false
 rebuild_base=false
+engine_only=false
 
 usage() { sed -n '/^# Usage:/,/^# Environment/p' "$0" | sed 's/^# \{0,1\}//' | sed '$d'; }
 
@@ -61,6 +67,7 @@ while [ $# -gt 0 ]; do
     --base) [ $# -ge 2 ] || die "$1 needs a value"; BASE_IMAGE="$2"; shift 2 ;;
     --pull) try_pull=true; shift ;;
     --rebuild-base) rebuild_base=true; shift ;;
+    --engine-only) engine_only=true; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -105,13 +112,60 @@ image_present() { docker image inspect "$1" >/dev/null 2>&1; }
 
 # --- 1. the Docker engine -------------------------------------------------------
 
+# A runc wrapper (hack/docker/runc-nocap) as dockerd's default runtime when
+# this machine's capability bounding set lacks a capability: `docker run
+# --privileged` (kind's nodes) fails there otherwise. Installed into the cache
+# folder, so the engine does not depend on where this checkout is.
+NOCAP_RUNTIME=runc-nocap
+
+caps_incomplete() {
+  local bnd last
+  bnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status 2>/dev/null || true)
+  last=$(cat /proc/sys/kernel/cap_last_cap 2>/dev/null || true)
+  [ -n "$bnd" ] && [ -n "$last" ] || return 1
+  [ $((16#$bnd)) -ne $(((1 << (last + 1)) - 1)) ]
+}
+
+install_nocap_runtime() {
+  local python
+  python=$(command -v /usr/bin/python3 python3 | head -n 1)
+  [ -n "$python" ] || die "python3 is needed for the runc wrapper"
+  mkdir -p "$DOCKER_STATE/bin"
+  { echo "#!$python"; tail -n +2 hack/docker/runc-nocap; } >"$DOCKER_STATE/bin/$NOCAP_RUNTIME.tmp"
+  chmod +x "$DOCKER_STATE/bin/$NOCAP_RUNTIME.tmp"
+  mv "$DOCKER_STATE/bin/$NOCAP_RUNTIME.tmp" "$DOCKER_STATE/bin/$NOCAP_RUNTIME"
+}
+
+# overlay2 when the kernel can mount overlayfs where dockerd keeps its data,
+# else vfs (works everywhere but copies a whole image per container).
+default_storage_driver() {
+  local root=/var/lib/docker d
+  mkdir -p "$root"
+  d=$(mktemp -d "$root/overlay-probe.XXXXXX")
+  mkdir -p "$d/l" "$d/u" "$d/w" "$d/m"
+  if mount -t overlay overlay -o "lowerdir=$d/l,upperdir=$d/u,workdir=$d/w" "$d/m" 2>/dev/null; then
+    umount "$d/m"
+    rm -rf "$d"
+    echo overlay2
+  else
+    rm -rf "$d"
+    echo vfs
+  fi
+}
+
 start_dockerd() {
   local pidfile="$DOCKER_STATE/dockerd.pid"
   if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
     echo "dockerd already started (pid $(cat "$pidfile")), waiting for it"
   else
+    local runtime_flags=()
+    if caps_incomplete; then
+      install_nocap_runtime
+      runtime_flags=(--add-runtime "$NOCAP_RUNTIME=$DOCKER_STATE/bin/$NOCAP_RUNTIME" --default-runtime "$NOCAP_RUNTIME")
+      echo "capability bounding set incomplete: default runtime $NOCAP_RUNTIME (hack/docker/runc-nocap)"
+    fi
     # Own session: the engine outlives this script and its process group.
-    setsid dockerd --storage-driver="$DOCKER_STORAGE_DRIVER" --pidfile "$pidfile" \
+    setsid dockerd --storage-driver="$DOCKER_STORAGE_DRIVER" --pidfile "$pidfile" ${runtime_flags[@]+"${runtime_flags[@]}"} \
       </dev/null >>"$DOCKER_STATE/dockerd.log" 2>&1 &
   fi
   local i
@@ -137,7 +191,11 @@ ensure_engine() {
     step "installing docker.io (client and engine)" apt_install docker.io
   fi
   if docker info >/dev/null 2>&1; then
-    echo "--- Docker engine: running ($(docker info -f '{{.ServerVersion}}, storage {{.Driver}}'))"
+    echo "--- Docker engine: running ($(docker info -f '{{.ServerVersion}}, storage {{.Driver}}, runtime {{.DefaultRuntime}}'))"
+    if caps_incomplete && [ "$(docker info -f '{{.DefaultRuntime}}')" != "$NOCAP_RUNTIME" ]; then
+      echo "    note: this machine's capability bounding set is incomplete and the running engine's default"
+      echo "    runtime is not $NOCAP_RUNTIME: 'docker run --privileged' (kind) fails; stop dockerd and run this again"
+    fi
     return 0
   fi
   if ! command -v dockerd >/dev/null; then
@@ -145,6 +203,7 @@ ensure_engine() {
     step "installing docker.io (dockerd is missing)" apt_install docker.io
   fi
   need_root "starting dockerd"
+  [ -n "$DOCKER_STORAGE_DRIVER" ] || DOCKER_STORAGE_DRIVER=$(default_storage_driver)
   step "starting dockerd ($DOCKER_STORAGE_DRIVER storage; log $DOCKER_STATE/dockerd.log)" start_dockerd
 }
 
@@ -299,6 +358,9 @@ build_image() {
 
 total=$SECONDS
 ensure_engine
+if $engine_only; then
+  exit 0
+fi
 choose_base
 echo "--- base image: $BASE_IMAGE"
 step "docker build -t $IMAGE" build_image

@@ -6,6 +6,8 @@ require (
 	go.etcd.io/etcd/server/v3 v3.6.5
 	k8s.io/client-go v0.35.4
 	k8s.io/component-base v0.35.4
+	k8s.io/cri-api v0.35.4
+	k8s.io/cri-client v0.0.0
 	k8s.io/kubectl v0.0.0
 	k8s.io/kubernetes v1.35.4
 )
@@ -172,8 +174,6 @@ require (
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-helpers v0.35.4 // indirect
 	k8s.io/controller-manager v0.35.4 // indirect
-	k8s.io/cri-api v0.35.4 // indirect
-	k8s.io/cri-client v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.35.4 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect

@@ -1,6 +1,7 @@
 // Command kindnode is one multi-call binary holding the Kubernetes programs a
 // kind node image needs: kubelet, kubeadm, kubectl, kube-proxy,
-// kube-apiserver, kube-controller-manager, kube-scheduler and etcd.
+// kube-apiserver, kube-controller-manager, kube-scheduler and etcd, and the
+// subset of crictl that kind uses (crictl.go).
 //
 // It picks the program from the base name of argv[0], so an image holds one
 // copy and symlinks (/usr/bin/kubelet -> kindnode, ...). Called as kindnode,
@@ -35,12 +36,12 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
-	kubeadm "k8s.io/kubernetes/cmd/kubeadm/app"
-	kubeadmerrors "k8s.io/kubernetes/cmd/kubeadm/app/util/errors"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubeadm "k8s.io/kubernetes/cmd/kubeadm/app"
+	kubeadmerrors "k8s.io/kubernetes/cmd/kubeadm/app/util/errors"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl's client auth plugins
@@ -49,6 +50,7 @@ import (
 var programs = []string{
 	"kubelet", "kubeadm", "kubectl", "kube-proxy",
 	"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd",
+	"crictl",
 }
 
 func usage() {
@@ -58,7 +60,7 @@ func usage() {
 
 func main() {
 	name := filepath.Base(os.Args[0])
-	if name == "kindnode" {
+	if strings.HasPrefix(name, "kindnode") { // kindnode, kindnode-v1.35.4, ...
 		if len(os.Args) < 2 {
 			usage()
 		}
@@ -85,6 +87,8 @@ func main() {
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
 	case "etcd":
 		etcdmain.Main(os.Args)
+	case "crictl":
+		os.Exit(runCrictl(os.Args[1:]))
 	default:
 		fmt.Fprintf(os.Stderr, "kindnode: unknown program %q\n", name)
 		usage()

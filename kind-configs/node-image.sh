@@ -347,14 +347,16 @@ EOF
 }
 
 import_node() {
+  # docker import (20.10) takes no STOPSIGNAL: a metadata-only build adds it and the label.
   tar --numeric-owner -C "$ROOTFS" -c . | docker import \
     --change 'ENV container=docker' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'STOPSIGNAL SIGRTMIN+3' \
     --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
-    --change "LABEL $LABEL=$inputs" \
     --message "kind node $KUBERNETES_VERSION built offline (kind-configs/node-image.sh)" \
-    - "$NODE_IMAGE"
+    - "$NODE_IMAGE-rootfs"
+  printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\nLABEL %s=%s\n' "$NODE_IMAGE-rootfs" "$LABEL" "$inputs" |
+    docker build -t "$NODE_IMAGE" -
+  docker image rm "$NODE_IMAGE-rootfs"
   rm -rf "$ROOTFS"
 }
 

@@ -32,6 +32,26 @@ class CheckStatus:
     config: str | None
 
 
+#: An ``Active`` condition as compared here: (status is True, reason, message).
+ActiveCondition = tuple[bool, str, str]
+
+
+def active_write_needed(cached: ActiveCondition | None, written: ActiveCondition | None, wanted: ActiveCondition) -> bool:
+    """Whether an object's ``Active`` condition must be written to say ``wanted``.
+
+    ``written`` is what this process last wrote (None: nothing since it
+    started leading), ``cached`` what its cached copy of the object says. The
+    cache is trusted only until this process writes: after that its own write
+    is newer than the cache, whose watch event may still be on its way.
+    Trusting a lagging cache once left a check ``Active=False`` for good after
+    a re-lead: the first write said "no active clusters" while connecting, and
+    the connection's success then compared equal to the cache's stale True.
+    """
+    if written is not None:
+        return written != wanted
+    return cached != wanted
+
+
 def config_name(check: AdmissionCheck) -> str | None:
     params = check.spec.parameters
     if params is None or params.kind != MultiKueue.CONFIG_KIND or params.api_group != GROUP or not params.name:

@@ -30,7 +30,7 @@ from multikueue.api import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, 
 from multikueue.api.constants import ACTIVE, GROUP, VERSION, ConditionStatus, MultiKueue
 from multikueue.api.meta import Condition, find_condition, utcnow
 from multikueue.api.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, ResourceRef
-from multikueue.controllers.multikueue.checks import ClusterHealth, check_status, config_name
+from multikueue.controllers.multikueue.checks import ClusterHealth, active_write_needed, check_status, config_name
 from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.runtime.kube import AsyncKube
@@ -304,24 +304,15 @@ class ClusterManager:
             asyncio.create_task(self._write_check_status(check))
 
     async def _write_check_status(self, check: AdmissionCheck) -> None:
-        """Write the check's ``Active`` condition when it differs from what the object says.
-
-        The cached object is trusted only until this process writes the
-        condition itself: after that, the memo of its own write is newer than
-        the cache, whose watch event may still be on its way. (Trusting a
-        lagging cache once left a check ``Active=False`` for good after a
-        re-lead: the first write said "no active clusters" while connecting,
-        and the connection's success then compared with the stale ``True``.)
-        """
+        """Write the check's ``Active`` condition when it differs (see :func:`active_write_needed`)."""
         status = check_status(check, self._configs, self._health())
         wanted = (status.active, status.reason, status.message)
         key = (ADMISSION_CHECKS.plural, check.name)
         current = find_condition(check.status.conditions, ACTIVE)
-        if key not in self._status_written and current is not None and (
-            current.status == ConditionStatus.TRUE,
-            current.reason,
-            current.message,
-        ) == wanted:
-            self._status_written[key] = wanted
+        cached = None if current is None else (current.status == ConditionStatus.TRUE, current.reason, current.message)
+        written = self._status_written.get(key)
+        if not active_write_needed(cached, written, wanted):
+            if written is None:
+                self._status_written[key] = wanted
             return
         await self._write_active(ADMISSION_CHECKS, check.name, status.active, status.reason, status.message)

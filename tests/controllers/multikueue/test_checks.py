@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.controllers.multikueue.checks import ClusterHealth, check_status
+from multikueue.controllers.multikueue.checks import ClusterHealth, active_write_needed, check_status
 from multikueue.api import AdmissionCheck, MultiKueueConfig
 
 pytestmark = pytest.mark.unit
@@ -51,3 +51,20 @@ def test_parameters_not_naming_a_multikueue_config(params: dict | None) -> None:
     status = check_status(check(params), CONFIG, {"w1": UP})
     assert (status.active, status.reason) == (False, "BadConfig")
     assert "must name a MultiKueueConfig" in status.message
+
+
+ACTIVE = (True, "Active", "")
+NO_CLUSTERS = (False, "NoUsableClusters", "Inactive clusters: w1 (ClientConnectionFailed: refused)")
+
+
+def test_the_cached_condition_decides_until_this_process_writes() -> None:
+    assert not active_write_needed(ACTIVE, None, ACTIVE)
+    assert active_write_needed(NO_CLUSTERS, None, ACTIVE)
+    assert active_write_needed(None, None, ACTIVE)
+
+
+def test_after_its_own_write_a_stale_cache_does_not_hide_a_change() -> None:
+    """Seen in the HA test: a re-leading replica wrote 'no usable clusters' while connecting; the
+    connection's success then compared equal to the cache's stale True and was never written."""
+    assert active_write_needed(ACTIVE, NO_CLUSTERS, ACTIVE)
+    assert not active_write_needed(NO_CLUSTERS, ACTIVE, ACTIVE)  # written already; the cache lags behind it

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Delete the kind clusters created by up.sh.
+# Delete the kind clusters of kind-configs/up.sh and their kubeconfigs (kind-configs/.state).
 set -euo pipefail
-for name in manager worker1 worker2; do
-  kind delete cluster --name "multikueue-$name" || true
-done
-rm -rf "$(cd "$(dirname "$0")" && pwd)/.state"
+cd "$(dirname "$0")/.."
+source hack/lib.sh
+cache="$MULTIKUEUE_CACHE"
+export PATH="$cache/bin:$PATH"
+ensure_venv
+multikueue dev kind down

@@ -1,42 +1,62 @@
 #!/usr/bin/env bash
-# Create one manager and two worker kind clusters and wire them like
-# `multikueue dev clusters up` does for local control planes: CRDs everywhere,
-# worker access (config/worker-access) on each worker, and on the manager a
-# kubeconfig Secret plus a MultiKueueCluster per worker.
+# Bring up MultiKueue on kind: a manager and two worker kind clusters with this
+# project's controller deployed in each from its image, the workers wired on
+# the manager, and ready queues (ClusterQueue `cluster-queue`, LocalQueue
+# `default/user-queue`). Then try:
+#   kubectl --kubeconfig kind-configs/.state/manager.kubeconfig create -f examples/kind/sample-job.yaml
 #
-# Needs Docker and kind. Kubeconfigs are written to kind-configs/.state/.
-# The worker kubeconfigs stored on the manager use the clusters' addresses on
-# the "kind" Docker network (kind get kubeconfig --internal), so a controller
-# running inside the manager cluster reaches them; pass --host to use the
-# 127.0.0.1 addresses instead when the controller runs on this machine.
-# Then run the e2e suite against them: pytest -m e2e --clusters kind
+# Installs what it needs by itself: the Python environment, the Docker engine
+# (hack/image.sh --engine-only), kind (go install, into the cache folder),
+# the controller image (hack/image.sh) and, when the public kindest/node image
+# cannot be pulled, the offline node image (kind-configs/node-image.sh).
+# Running it again reuses what exists (clusters, images) and re-applies the rest.
+#
+# Usage: kind-configs/up.sh [--node-image IMAGE]
+# Environment: KIND_NODE_IMAGE (same as --node-image), MULTIKUEUE_CACHE.
+# Remove everything with kind-configs/down.sh.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/.."
 source hack/lib.sh
-address=internal
-[ "${1:-}" = "--host" ] && address=host
 
-for tool in docker kind; do
-  command -v "$tool" >/dev/null || { echo "error: $tool is not installed; kind clusters need Docker and kind (or use: multikueue dev clusters up)" >&2; exit 1; }
+KIND_VERSION=v0.33.0
+# The public node image of the Kubernetes version the offline image builds.
+PUBLIC_NODE_IMAGE=kindest/node:v1.35.4
+node_image="${KIND_NODE_IMAGE:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --node-image) node_image="$2"; shift 2 ;;
+    -h | --help) sed -n '/^# Usage:/,/^# Remove/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
 done
+
+cache="$MULTIKUEUE_CACHE"
+export PATH="$cache/bin:$PATH"
+started=$SECONDS
+say() { echo "--- [$((SECONDS - started))s] $*"; }
+
 ensure_venv
-state="$here/.state"
-mkdir -p "$state"
-for name in manager worker1 worker2; do
-  if ! kind get clusters | grep -qx "multikueue-$name"; then
-    kind create cluster --config "$here/$name.yaml" ${KIND_IMAGE:+--image "$KIND_IMAGE"}
-  fi
-  kind get kubeconfig --name "multikueue-$name" > "$state/$name.kubeconfig"
-done
-args=()
-for name in worker1 worker2; do
-  if [ "$address" = internal ]; then
-    server="$(kind get kubeconfig --internal --name "multikueue-$name" | sed -n 's/^ *server: //p' | head -1)"
+say "Docker engine"
+hack/image.sh --engine-only
+if ! command -v kind >/dev/null || [ "v$(kind version -q 2>/dev/null)" != "$KIND_VERSION" ]; then
+  say "building kind $KIND_VERSION (go install, into $cache/bin)"
+  command -v go >/dev/null || { echo "error: kind is not installed and Go is not available to build it" >&2; exit 1; }
+  GOBIN="$cache/bin" go install "sigs.k8s.io/kind@$KIND_VERSION"
+fi
+command -v kubectl >/dev/null || { echo "error: kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)" >&2; exit 1; }
+
+if [ -z "$node_image" ]; then
+  if docker image inspect "$PUBLIC_NODE_IMAGE" >/dev/null 2>&1 || timeout 60 docker pull -q "$PUBLIC_NODE_IMAGE" >/dev/null 2>&1; then
+    node_image="$PUBLIC_NODE_IMAGE"
   else
-    server=""
+    say "$PUBLIC_NODE_IMAGE cannot be pulled: building the offline node image (kind-configs/node-image.sh)"
+    kind-configs/node-image.sh
+    node_image="multikueue/kind-node:v1.35.4"
   fi
-  args+=(--worker "$name=$state/$name.kubeconfig${server:+@$server}")
-done
-multikueue dev wire --manager "$state/manager.kubeconfig" "${args[@]}"
-echo "kind clusters are wired; kubeconfigs in $state"
+fi
+say "controller image (hack/image.sh)"
+hack/image.sh
+say "clusters on node image $node_image"
+multikueue dev kind up --node-image "$node_image"
+say "done"

@@ -61,6 +61,20 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     demo.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds (default 240)")
     demo.set_defaults(handler=_demo)
 
+    kind = sub.add_parser("kind", help="kind clusters with the controllers deployed in them (what kind-configs/up.sh runs)")
+    ksub = kind.add_subparsers(dest="kind_command", metavar="COMMAND")
+    ksub.required = True
+    kind_up = ksub.add_parser(
+        "up",
+        help="create the manager and worker kind clusters, load the images, install config/default and "
+        "config/worker, wire the workers, create ready queues; idempotent",
+    )
+    kind_up.add_argument("--node-image", required=True, help="kind node image (kind-configs/node-image.sh builds one offline)")
+    kind_up.add_argument("--image", default="multikueue:dev", help="the controller image (hack/image.sh builds it)")
+    kind_up.set_defaults(handler=_kind_up)
+    kind_down = ksub.add_parser("down", help="delete the kind clusters of `dev kind up` and their kubeconfigs")
+    kind_down.set_defaults(handler=_kind_down)
+
     wire = sub.add_parser(
         "wire",
         help="connect existing clusters (e.g. kind): CRDs everywhere, worker access, Secrets and MultiKueueClusters",
@@ -137,6 +151,31 @@ def _status(args: argparse.Namespace) -> int:
             for proc, alive in row["processes"].items():
                 print(f"    {proc:<34} {'up' if alive else 'down'}")
     return 0 if all(r["healthy"] for r in rows) else 1
+
+
+def _kind_up(args: argparse.Namespace) -> int:
+    from multikueue.dev import kind
+
+    options = kind.KindOptions(node_image=args.node_image, image=args.image)
+    kind.up(options)
+    manager = kind.kubeconfig_path("manager")
+    print(f"""
+kind clusters are up, the controllers run in them; admin kubeconfigs in {kind.state_dir()}
+  the manager:  export KUBECONFIG={manager}
+  status:       kubectl get multikueueclusters,admissionchecks,clusterqueues
+  submit a Job: kubectl create -f examples/kind/sample-job.yaml   (runs {kind.JOB_IMAGE} on a worker)
+  watch it:     multikueue status --kubeconfig {manager} -n default
+  e2e on kind:  ./hack/test.sh -m e2e --clusters kind
+  remove all:   kind-configs/down.sh""")
+    return 0
+
+
+def _kind_down(args: argparse.Namespace) -> int:
+    from multikueue.dev import kind
+
+    kind.down()
+    print("kind clusters deleted")
+    return 0
 
 
 def _parse_worker(spec: str) -> wiring.WorkerEndpoint:

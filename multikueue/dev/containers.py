@@ -55,10 +55,12 @@ class ContainerError(RuntimeError):
     """A docker or kubectl step failed; the message has its output."""
 
 
-def run(argv: Sequence[str], *, timeout: float = 300, input_text: str | None = None) -> str:
+def run(argv: Sequence[str], *, timeout: float = 300, input_text: str | None = None, cwd: Path | None = None) -> str:
     """Run a command; its stdout, or :class:`ContainerError` with what it printed."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, input=input_text, check=False)
+        done = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, input=input_text, check=False, cwd=cwd
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ContainerError(f"{' '.join(argv[:3])}: {exc}") from exc
     if done.returncode != 0:

@@ -1,0 +1,261 @@
+"""Kind clusters with the controllers deployed in them from the image: what ``kind-configs/up.sh`` runs.
+
+Every step is idempotent, so ``up.sh`` may be run again (after a failure, or
+to pick up a rebuilt image):
+
+1. one kind cluster per role (``multikueue-manager``, ``multikueue-worker1``,
+   ``multikueue-worker2``) from ``kind-configs/<role>.yaml`` and the node image
+   given (the offline one ``kind-configs/node-image.sh`` builds when
+   ``kindest/node`` cannot be pulled);
+2. ``kind load docker-image`` of the controller image and of the small job
+   image (busybox, made here from Debian's static build: the Jobs' pods run as
+   real containers on kind, and no registry may be reachable);
+3. ``kubectl apply --server-side -k config/default`` on the manager and
+   ``-k config/worker`` on the workers, as a user installs them; waits for the
+   Deployments;
+4. the workers wired on the manager: a token of ``config/worker-access``'s
+   ServiceAccount on each worker, in a kubeconfig Secret on the manager whose
+   server is the worker's address on the ``kind`` Docker network (reachable
+   from the manager's pods, not from this machine), and its MultiKueueCluster;
+5. a ready setup in the shape of upstream's ``multikueue-setup.yaml``:
+   ResourceFlavor ``default-flavor``, ClusterQueue ``cluster-queue`` (with the
+   MultiKueue check on the manager) and LocalQueue ``user-queue`` in
+   ``default`` on every cluster; waits until the check is ``Active``.
+
+The admin kubeconfigs (``127.0.0.1`` addresses) are written to
+``kind-configs/.state/<role>.kubeconfig``, where ``--clusters kind`` finds them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from multikueue.dev import containers, wiring
+from multikueue.dev import objects as o
+from multikueue.dev.errors import DevEnvironmentError
+from multikueue.dev.paths import source_checkout
+
+ROLES = ("manager", "worker1", "worker2")
+#: kind's Docker network, where the node containers reach each other.
+NETWORK = "kind"
+#: The image the Jobs of the demo and of the e2e suite run on kind (a static busybox).
+JOB_IMAGE = "multikueue/busybox:dev"
+MANAGED_BY = "kueue.x-k8s.io/multikueue"
+CHECK = "multikueue-check"
+CONFIG = "multikueue-config"
+FLAVOR = "default-flavor"
+CLUSTER_QUEUE = "cluster-queue"
+LOCAL_QUEUE = "user-queue"
+
+
+def cluster_name(role: str) -> str:
+    return f"multikueue-{role}"
+
+
+def state_dir() -> Path:
+    return source_checkout() / "kind-configs" / ".state"
+
+
+def kubeconfig_path(role: str) -> Path:
+    return state_dir() / f"{role}.kubeconfig"
+
+
+@dataclass(frozen=True)
+class KindOptions:
+    #: The kind node image (``--image`` of ``kind create cluster``).
+    node_image: str
+    #: The controller image, loaded into every cluster.
+    image: str = containers.IMAGE
+    job_image: str = JOB_IMAGE
+    #: CPU of the ClusterQueues of the ready setup, per cluster.
+    cpu: int = 4
+
+
+def kind(*args: str, timeout: float = 600) -> str:
+    return containers.run(["kind", *args], timeout=timeout)
+
+
+def existing_clusters() -> set[str]:
+    return set(kind("get", "clusters").split())
+
+
+def _log(message: str, started: float) -> None:
+    print(f"--- [{time.monotonic() - started:5.0f}s] {message}", flush=True)
+
+
+def ensure_job_image(tag: str = JOB_IMAGE) -> None:
+    """A one-layer image holding Debian's static busybox (about 2 MB), made without any registry.
+
+    Jobs run ``sleep``/``true`` in it. Built from the ``busybox-static``
+    package (``apt-get download``), unpacked and ``docker import``-ed.
+    """
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True, check=False).returncode == 0:
+        return
+    with tempfile.TemporaryDirectory(prefix="busybox-") as tmp:
+        work = Path(tmp)
+        containers.run(["apt-get", "download", "busybox-static"], timeout=300, cwd=work)
+        [deb] = list(work.glob("busybox-static_*.deb"))
+        root = work / "root"
+        containers.run(["dpkg-deb", "-x", str(deb), str(root)])
+        busybox = root / "bin" / "busybox"
+        if not busybox.is_file():
+            raise DevEnvironmentError(f"{deb.name} holds no bin/busybox; cannot make {tag}")
+        for applet in ("sh", "sleep", "true", "false", "echo", "cat", "ls", "wget"):
+            (root / "bin" / applet).symlink_to("busybox")
+        tarball = work / "rootfs.tar"
+        containers.run(["tar", "-C", str(root), "-cf", str(tarball), "bin"])
+        containers.run(["docker", "import", "--change", 'CMD ["/bin/sh"]', str(tarball), tag], timeout=300)
+
+
+def node_address(role: str) -> str:
+    """The node container's address on the kind network (the API server's certificate names it)."""
+    out = containers.run(
+        ["docker", "inspect", "-f", f"{{{{json .NetworkSettings.Networks.{NETWORK}.IPAddress}}}}", f"{cluster_name(role)}-control-plane"]
+    )
+    address = json.loads(out.strip() or '""')
+    if not address:
+        raise DevEnvironmentError(f"the node of {cluster_name(role)} has no address on the {NETWORK!r} Docker network")
+    return str(address)
+
+
+def _api(role: str) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(kubeconfig_path(role)))
+
+
+def create_clusters(options: KindOptions, roles: Sequence[str] = ROLES, log: Callable[[str], None] = print) -> None:
+    here = source_checkout() / "kind-configs"
+    state_dir().mkdir(parents=True, exist_ok=True)
+    present = existing_clusters()
+    for role in roles:
+        name = cluster_name(role)
+        if name in present:
+            log(f"cluster {name} exists")
+        else:
+            log(f"creating cluster {name} (node image {options.node_image})")
+            kind("create", "cluster", "--config", str(here / f"{role}.yaml"), "--image", options.node_image, "--wait", "120s", timeout=900)
+        kubeconfig_path(role).write_text(kind("get", "kubeconfig", "--name", name))
+        kubeconfig_path(role).chmod(0o600)
+
+
+def load_images(options: KindOptions, roles: Sequence[str] = ROLES) -> None:
+    for role in roles:
+        kind("load", "docker-image", options.image, options.job_image, "--name", cluster_name(role), timeout=900)
+
+
+def install_controllers(roles: Sequence[str] = ROLES) -> None:
+    """``config/default`` on the manager, ``config/worker`` on the workers; then wait for their Deployments."""
+    for role in roles:
+        containers.install(kubeconfig_path(role), "default" if role == "manager" else "worker")
+    for role in roles:
+        containers.kubectl(
+            kubeconfig_path(role),
+            "-n",
+            containers.CONTROLLER_NAMESPACE,
+            "rollout",
+            "status",
+            f"deployment/{containers.DEPLOYMENT}",
+            "--timeout=300s",
+            timeout=330,
+        )
+
+
+def wire_workers(workers: Sequence[str] = ROLES[1:]) -> None:
+    """Each worker's kubeconfig Secret (its kind-network address) and MultiKueueCluster on the manager."""
+    endpoints = [
+        wiring.endpoint_from_kubeconfig(role, kubeconfig_path(role), server=f"https://{node_address(role)}:6443")
+        for role in workers
+    ]
+    wiring.connect_workers(_api("manager"), endpoints)
+
+
+def ready_setup(options: KindOptions, roles: Sequence[str] = ROLES, namespace: str = "default") -> None:
+    """Queues in the shape of upstream's multikueue-setup.yaml, then wait for the check to be Active."""
+    workers = [r for r in roles if r != "manager"]
+    manager = o.Kueue(_api("manager"))
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": CONFIG}, "spec": {"clusters": workers}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": CHECK},
+            "spec": {"controllerName": MANAGED_BY, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": CONFIG}},
+        },
+    ]
+    wiring.apply(manager.api, objects)
+    quota = {FLAVOR: {"cpu": options.cpu, "memory": "8Gi"}}
+    for role in roles:
+        api = _api(role)
+        wiring.apply(
+            api,
+            [
+                o.resource_flavor(FLAVOR),
+                o.cluster_queue(CLUSTER_QUEUE, quota, checks=[CHECK] if role == "manager" else None),
+                o.local_queue(namespace, LOCAL_QUEUE, CLUSTER_QUEUE),
+            ],
+        )
+    o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", CHECK), "Active"), 180, what=f"AdmissionCheck {CHECK} Active")
+
+
+def up(options: KindOptions) -> None:
+    started = time.monotonic()
+    for tool in ("docker", "kind", "kubectl"):
+        if shutil.which(tool) is None:
+            raise DevEnvironmentError(f"{tool} is not installed; kind-configs/up.sh installs what it needs, run it instead")
+    create_clusters(options, log=lambda m: _log(m, started))
+    _log("job image", started)
+    ensure_job_image(options.job_image)
+    _log(f"loading {options.image} and {options.job_image} into the clusters", started)
+    load_images(options)
+    _log("installing config/default on the manager, config/worker on the workers", started)
+    install_controllers()
+    _log("wiring the workers on the manager (kind-network addresses)", started)
+    wire_workers()
+    _log(f"queues: ClusterQueue {CLUSTER_QUEUE}, LocalQueue default/{LOCAL_QUEUE}; waiting for {CHECK} to be Active", started)
+    ready_setup(options)
+    _log("ready", started)
+
+
+def down(roles: Sequence[str] = ROLES) -> None:
+    present = existing_clusters() if shutil.which("kind") else set()
+    for role in roles:
+        if cluster_name(role) in present:
+            kind("delete", "cluster", "--name", cluster_name(role))
+    shutil.rmtree(state_dir(), ignore_errors=True)
+
+
+def sample_job(name: str = "sample-job", namespace: str = "default", seconds: int = 10, image: str = JOB_IMAGE) -> dict[str, Any]:
+    """A Job for the ready setup's queue whose pod sleeps ``seconds`` in the job image."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": LOCAL_QUEUE}},
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["sleep", str(seconds)],
+                            "resources": {"requests": {"cpu": "100m", "memory": "16Mi"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }

@@ -300,6 +300,10 @@ assemble_rootfs() {
   mkdir -p "$r/opt/cni/bin"
   for f in "$r"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "$f")" "$r/opt/cni/bin/"; done
   sed -i "s|sandbox_image = .*|sandbox_image = \"$PAUSE_IMAGE\"|" "$r/etc/containerd/config.toml"
+  # No CAP_SYS_RESOURCE (this machine): containerd must not lower oom_score_adj.
+  install -m 0755 kind-configs/node/restrict-oom-score-adj.sh "$r/kind/bin/"
+  mkdir -p "$r/etc/systemd/system/containerd.service.d"
+  install -m 0644 kind-configs/node/containerd-10-multikueue.conf "$r/etc/systemd/system/containerd.service.d/10-multikueue.conf"
   ctr oci spec |
     jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' |
     jq 'del(.process.rlimits)' >"$r/etc/containerd/cri-base.json"

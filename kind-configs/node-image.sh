@@ -89,6 +89,13 @@ total=$SECONDS
 # --- the engine and kind's sources ----------------------------------------------
 
 bash hack/image.sh --engine-only
+# kind starts its nodes with --privileged: on a machine whose capability
+# bounding set is incomplete that needs hack/image.sh's runc wrapper.
+bnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
+if [ $(((16#$bnd >> 24) & 1)) -eq 0 ] && [ "$(docker info -f '{{.DefaultRuntime}}')" != runc-nocap ]; then
+  echo "warning: this machine lacks CAP_SYS_RESOURCE and the running dockerd's default runtime is not" >&2
+  echo "    runc-nocap: kind's privileged nodes will not start. Stop dockerd and run hack/image.sh --engine-only." >&2
+fi
 
 KIND_SRC=$(cd hack/kindnode && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | jq -r .Dir)
 [ -d "$KIND_SRC/images/base/files" ] || die "kind $KIND_VERSION sources not found ($KIND_SRC)"
@@ -253,6 +260,9 @@ make_images() {
   rm -f "$WORK"/images-*.tar
   docker save -o "$IMAGES_TAR.tmp" "${K8S_IMAGES[@]}" "$PAUSE_IMAGE" "$COREDNS_IMAGE"
   mv "$IMAGES_TAR.tmp" "$IMAGES_TAR"
+  # Not left in Docker under registry.k8s.io names: on a machine that can pull,
+  # they would pass for the real images.
+  docker image rm "${K8S_IMAGES[@]}" "$PAUSE_IMAGE" "$COREDNS_IMAGE"
   rm -rf "$BUILD"
 }
 
@@ -368,6 +378,7 @@ previous=$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE" 2>/dev/null || true)
 step "assembling the node's root filesystem" assemble_rootfs
 step "preloading the images into the node's containerd" preload_images
 step "importing it as $NODE_IMAGE" import_node
+rm -f "$IMAGES_TAR"
 if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE")" ]; then
   docker image rm "$previous" >/dev/null 2>&1 || true
 fi

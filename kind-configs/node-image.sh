@@ -11,8 +11,9 @@
 #   - CoreDNS built with `go install`, a pause program of our own
 #     (kind-configs/node/pause), and the images kubeadm needs made from them
 #     and preloaded into the node's containerd (namespace k8s.io);
-#   - kind-configs/node/: the static CNI config (ptp, single-node clusters),
-#     the default-cni/default-storage manifests, kube-proxy's iptables wrapper.
+#   - kind-configs/node/: the default CNI (a DaemonSet in sh doing kindnetd's
+#     basic job: conflist from the node's podCIDR, routes to other nodes),
+#     the default-storage manifest, kube-proxy's iptables wrapper.
 # docs/kind.md says how it differs from kind's own node image.
 #
 # Cached: the image carries a label with the hash of its inputs (this script,
@@ -45,8 +46,9 @@ LABEL=io.multikueue.kind-node.inputs
 # comes from hack/kindnode, fuse-overlayfs and nfs/iscsi clients are left out).
 NODE_PACKAGES=systemd,containerd,runc,containernetworking-plugins,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,curl,jq,procps,e2fsprogs
 # The Kubernetes component images (one image, several tags): kube-proxy needs
-# iptables/nftables userland; the others only need the binary.
-IMAGES_PACKAGES=iptables,nftables,conntrack
+# iptables/nftables userland, the CNI DaemonSet (default-cni.yaml) iproute2;
+# the others only need the binary.
+IMAGES_PACKAGES=iptables,nftables,conntrack,iproute2
 IMAGES_EXCLUDE=apt,e2fsprogs,tzdata
 
 force=false
@@ -324,9 +326,8 @@ assemble_rootfs() {
   ln -sf /usr/local/bin/kindnode "$r/usr/local/bin/crictl"
   echo -n "$KUBERNETES_VERSION" >"$r/kind/version"
   mkdir -p "$r/kind/manifests" "$r/etc/cni/net.d"
-  install -m 0644 kind-configs/node/default-cni.yaml "$r/kind/manifests/default-cni.yaml"
+  sed "s/KUBERNETES_VERSION/$KUBERNETES_VERSION/" kind-configs/node/default-cni.yaml >"$r/kind/manifests/default-cni.yaml"
   install -m 0644 kind-configs/node/default-storage.yaml "$r/kind/manifests/default-storage.yaml"
-  install -m 0644 kind-configs/node/10-multikueue-ptp.conflist "$r/etc/cni/net.d/"
   rm -rf "$r"/usr/share/doc/* "$r"/var/cache/debconf/*-old "$r"/var/lib/dpkg/*-old
 }
 

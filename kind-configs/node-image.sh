@@ -186,22 +186,39 @@ path-exclude=/usr/share/lintian/*
 CFG
 }
 
+# remove_tree DIR: a failed debootstrap can leave /proc, /sys (or bind mounts
+# of /dev) mounted inside its target; unmount them first, never cross them.
+remove_tree() {
+  local dir="$1" m
+  [ -e "$dir" ] || return 0
+  for m in $(findmnt -rn -o TARGET | grep -F "$dir/" | sort -r); do
+    umount -l "$m" || true
+  done
+  rm -rf --one-file-system "$dir"
+}
+
 # debian_tree TARBALL PACKAGES EXCLUDE
 debian_tree() {
   local tarball="$1" packages="$2" exclude="$3"
   local rootfs="$tarball.d"
   command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap; }
-  rm -rf "$rootfs"
+  remove_tree "$rootfs"
   mkdir -p "$rootfs"
   slim_dpkg "$rootfs"
+  local rc=0
   debootstrap --variant=minbase --include="$packages" ${exclude:+--exclude="$exclude"} \
-    "$SUITE" "$rootfs" "$(debian_mirror)"
+    "$SUITE" "$rootfs" "$(debian_mirror)" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 30 "$rootfs/debootstrap/debootstrap.log" 2>/dev/null || true
+    remove_tree "$rootfs"
+    return "$rc"
+  fi
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/log/* "$rootfs"/tmp/* \
     "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/usr/share/info/*
   rm -f "$rootfs/etc/hostname" "$rootfs/etc/resolv.conf"
   tar --numeric-owner -C "$rootfs" -cf "$tarball.tmp" .
   mv "$tarball.tmp" "$tarball"
-  rm -rf "$rootfs"
+  remove_tree "$rootfs"
 }
 
 NODE_TREE="$WORK/debian-node-$node_debian_key.tar"
@@ -224,7 +241,7 @@ COREDNS_IMAGE="registry.k8s.io/coredns/coredns:$COREDNS_VERSION"
 IMAGES_TAR="$WORK/images-$inputs.tar"
 
 make_images() {
-  rm -rf "$BUILD"
+  remove_tree "$BUILD"
   mkdir -p "$BUILD/k8s" "$BUILD/pause" "$BUILD/coredns"
   # One image for all Kubernetes components (the static pods and kube-proxy
   # name their command): Debian with iptables + kindnode and its names.
@@ -265,7 +282,7 @@ make_images() {
   # Not left in Docker under registry.k8s.io names: on a machine that can pull,
   # they would pass for the real images.
   docker image rm "${K8S_IMAGES[@]}" "$PAUSE_IMAGE" "$COREDNS_IMAGE"
-  rm -rf "$BUILD"
+  remove_tree "$BUILD"
 }
 
 [ -f "$IMAGES_TAR" ] || step "making the images kubeadm needs (${#K8S_IMAGES[@]} tags of one, pause, coredns)" make_images
@@ -276,7 +293,7 @@ ROOTFS="$WORK/rootfs"
 
 assemble_rootfs() {
   local r="$ROOTFS" f
-  rm -rf "$r"
+  remove_tree "$r"
   mkdir -p "$r"
   tar -C "$r" -xf "$NODE_TREE"
 
@@ -372,7 +389,7 @@ import_node() {
   printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\nLABEL %s=%s\n' "$NODE_IMAGE-rootfs" "$LABEL" "$inputs" |
     docker build -t "$NODE_IMAGE" -
   docker image rm "$NODE_IMAGE-rootfs"
-  rm -rf "$ROOTFS"
+  remove_tree "$ROOTFS"
 }
 
 previous=$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE" 2>/dev/null || true)

@@ -21,9 +21,7 @@ pytestmark = pytest.mark.e2e
 
 
 def job(namespace: str, name: str, queue: str | None, cpu: str, run_for: str = "1s", **kwargs: Any) -> dict[str, Any]:
-    body = o.batch_job(namespace, name, queue, {"cpu": cpu}, **kwargs)
-    body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": run_for}}
-    return body
+    return o.batch_job(namespace, name, queue, {"cpu": cpu}, run_for=run_for, **kwargs)
 
 
 def job_condition(batch: client.BatchV1Api, ns: str, name: str, ctype: str) -> bool:

@@ -99,8 +99,7 @@ def _queues(apis: list[client.ApiClient], ns: str) -> None:
 
 
 def _submit(manager: client.ApiClient, ns: str) -> None:
-    job = o.batch_job(ns, "hello", "user-queue", {"cpu": "1"}, managed_by=MANAGED_BY)
-    job["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": "5s"}}
+    job = o.batch_job(ns, "hello", "user-queue", {"cpu": "1"}, managed_by=MANAGED_BY, run_for="5s")
     client.BatchV1Api(manager).create_namespaced_job(ns, job)
     run = {
         "apiVersion": "tekton.dev/v1",

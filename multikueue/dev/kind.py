@@ -49,7 +49,7 @@ ROLES = ("manager", "worker1", "worker2")
 #: kind's Docker network, where the node containers reach each other.
 NETWORK = "kind"
 #: The image the Jobs of the demo and of the e2e suite run on kind (a static busybox).
-JOB_IMAGE = "multikueue/busybox:dev"
+JOB_IMAGE = o.JOB_IMAGE
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
 CHECK = "multikueue-check"
 CONFIG = "multikueue-config"

@@ -68,14 +68,38 @@ def local_queue(namespace: str, name: str, cluster_queue_name: str) -> dict[str,
     }
 
 
-def pod_template(requests: dict[str, str], node_selector: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
-    }
+#: The image of the test and demo Jobs' pods: a static busybox made locally (``multikueue.dev.kind``), so
+#: the same Job runs on kwok's fake nodes (which never pull it) and as a real container on kind.
+JOB_IMAGE = "multikueue/busybox:dev"
+#: kwok's stage (hack/kwok/stages.yaml) keeps a pod Running this long before it succeeds.
+RUN_FOR = "multikueue.x-k8s.io/run-for"
+
+
+def seconds_of(duration: str) -> int:
+    """``"6s"``, ``"2m"`` or ``"5"`` in whole seconds (the run-for annotations the tests use)."""
+    text = duration.strip()
+    unit = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], 0)
+    return int(float(text[:-1] if unit else text) * (unit or 1))
+
+
+def pod_template(
+    requests: dict[str, str], node_selector: dict[str, str] | None = None, run_for: str | None = None
+) -> dict[str, Any]:
+    """A one-container pod template that succeeds after ``run_for`` (at once without it).
+
+    On kwok nodes the ``run-for`` annotation times the fake pod; on real nodes
+    (kind) the container sleeps as long, in :data:`JOB_IMAGE`.
+    """
+    command = ["sleep", str(seconds_of(run_for))] if run_for else ["true"]
+    container = {"name": "main", "image": JOB_IMAGE, "imagePullPolicy": "IfNotPresent", "command": command,
+                 "resources": {"requests": requests}}
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
     if node_selector:
         spec["nodeSelector"] = node_selector
-    return {"spec": spec}
+    template: dict[str, Any] = {"spec": spec}
+    if run_for:
+        template["metadata"] = {"annotations": {RUN_FOR: run_for}}
+    return template
 
 
 def workload(
@@ -107,13 +131,14 @@ def batch_job(
     completions: int | None = None,
     suspend: bool = True,
     managed_by: str | None = None,
+    run_for: str | None = None,
 ) -> dict[str, Any]:
     labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
     spec: dict[str, Any] = {
         "parallelism": parallelism,
         "completions": completions if completions is not None else parallelism,
         "suspend": suspend,
-        "template": pod_template(requests),
+        "template": pod_template(requests, run_for=run_for),
     }
     if managed_by:
         spec["managedBy"] = managed_by

@@ -20,10 +20,8 @@ MANAGED_BY = "kueue.x-k8s.io/multikueue"
 
 
 def timed_job(namespace: str, name: str, cpu: str, run_for: str = "2s", parallelism: int = 1) -> dict[str, Any]:
-    """A queued Job whose pods kwok finishes after ``run_for``."""
-    body = o.batch_job(namespace, name, "user-queue", {"cpu": cpu}, parallelism=parallelism)
-    body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": run_for}}
-    return body
+    """A queued Job whose pods succeed after ``run_for`` (kwok's stage, or a real ``sleep`` on kind)."""
+    return o.batch_job(namespace, name, "user-queue", {"cpu": cpu}, parallelism=parallelism, run_for=run_for)
 
 
 def multikueue_queues(

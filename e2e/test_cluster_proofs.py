@@ -15,7 +15,7 @@ from kubernetes import client
 
 from multikueue.dev.pytest_plugin import Clusters
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.local_clusters]
 
 MULTIKUEUE_MANAGED_BY = "kueue.x-k8s.io/multikueue"
 

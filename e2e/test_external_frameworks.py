@@ -114,7 +114,8 @@ def setup_queues(clusters: Clusters, ns: str, resources: dict[str, int]) -> None
     for api, checks in [(clusters.manager, [check]), (clusters.worker(1), None), (clusters.worker(2), None)]:
         k = o.Kueue(api)
         k.create(o.resource_flavor(f"default-{ns}"))
-        k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": resources}, checks=checks))
+        # Not scaled on kind: these objects' requests come from their catalog entries, and run no pod.
+        k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": resources}, checks=checks, scale_cpu=False))
         k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
     o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", check), "Active"), 60, what="MultiKueue check active")
 

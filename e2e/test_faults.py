@@ -40,7 +40,7 @@ from multikueue.dev.proxy import TcpProxy
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.dev.scenarios import PodWatch, job_complete, multikueue_queues, timed_job, wait_jobs_complete
 
-pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.local_clusters]
 
 #: Jobs per test: more than the workers hold at once (4 CPUs each, 1 CPU per Job), so
 #: some wait in the queue while the fault happens and are dispatched around it.

@@ -25,7 +25,7 @@ from multikueue.dev.paths import source_checkout
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.dev.scenarios import timed_job
 
-pytestmark = pytest.mark.image
+pytestmark = [pytest.mark.image, pytest.mark.local_clusters]
 
 NS = containers.CONTROLLER_NAMESPACE
 OPT_IN = {"kueue.x-k8s.io/managed": "true"}

@@ -101,6 +101,7 @@ def test_hundred_jobs_spread_over_both_workers_and_run_once(e2e_clusters: Cluste
     assert all(batch.read_namespaced_job(n, ns).status.succeeded == 1 for n in names)
 
 
+@pytest.mark.local_clusters  # stops a worker's kube-apiserver process
 def test_worker_lost_redispatches_and_stale_copy_is_removed(e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
     assert e2e_clusters.local is not None, "needs local clusters (it stops a worker's apiserver)"
     ns = namespace

@@ -42,6 +42,7 @@ from kubernetes import client, config
 
 from multikueue.dev import containers, wiring
 from multikueue.dev import objects as o
+from multikueue.dev.controllers import ControllerRun
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.paths import source_checkout
 
@@ -259,3 +260,72 @@ def sample_job(name: str = "sample-job", namespace: str = "default", seconds: in
             },
         },
     }
+
+
+SELECTOR = "app.kubernetes.io/name=multikueue,app.kubernetes.io/component=controller-manager"
+
+
+@dataclass
+class KindController(ControllerRun):
+    """The controller Deployment of one kind cluster, as the e2e tests drive a controller.
+
+    ``stop``/``start`` scale the Deployment to zero and back; ``kill`` deletes
+    its pods at once (``--grace-period=0``), as a node loss would, and the
+    Deployment starts new ones; ``logs`` reads the current pods' logs (and
+    keeps the last read in ``log``).
+    """
+
+    name: str
+    role: str
+    kubeconfig: Path
+    log: Path
+    replicas: int = 1
+
+    def _kubectl(self, *args: str, timeout: float = 120) -> str:
+        return containers.kubectl(self.kubeconfig, "-n", containers.CONTROLLER_NAMESPACE, *args, timeout=timeout)
+
+    def start(self, timeout: float = 180) -> "KindController":
+        self._kubectl("scale", f"deployment/{containers.DEPLOYMENT}", f"--replicas={self.replicas}")
+        self._kubectl("rollout", "status", f"deployment/{containers.DEPLOYMENT}", f"--timeout={int(timeout)}s", timeout=timeout + 30)
+        return self
+
+    def stop(self) -> None:
+        self._kubectl("scale", f"deployment/{containers.DEPLOYMENT}", "--replicas=0")
+        self._kubectl("wait", "--for=delete", "pod", "-l", SELECTOR, "--timeout=90s", timeout=120)
+
+    def kill(self) -> None:
+        self._kubectl("delete", "pod", "-l", SELECTOR, "--grace-period=0", "--force", "--wait=false")
+
+    @property
+    def alive(self) -> bool:
+        status = json.loads(self._kubectl("get", f"deployment/{containers.DEPLOYMENT}", "-o", "json")).get("status") or {}
+        return int(status.get("readyReplicas") or 0) >= 1
+
+    def logs(self) -> str:
+        try:
+            text = self._kubectl("logs", "-l", SELECTOR, "--all-containers", "--prefix", "--tail=-1")
+        except containers.ContainerError as exc:
+            return f"(logs not available: {exc})"
+        self.log.write_text(text)
+        return text
+
+
+def e2e_controllers(directory: Path) -> list[KindController]:
+    """The controllers ``up`` deployed, manager first (its Deployment's two replicas), then the workers."""
+    controllers = []
+    for role in ROLES:
+        count = json.loads(
+            containers.kubectl(
+                kubeconfig_path(role), "-n", containers.CONTROLLER_NAMESPACE, "get", f"deployment/{containers.DEPLOYMENT}", "-o", "json"
+            )
+        )["spec"].get("replicas", 1)
+        controllers.append(
+            KindController(
+                name=role,
+                role="manager" if role == "manager" else "worker",
+                kubeconfig=kubeconfig_path(role),
+                log=directory / f"{role}-controller.log",
+                replicas=max(1, int(count)),
+            )
+        )
+    return controllers

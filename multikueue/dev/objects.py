@@ -14,8 +14,33 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from multikueue.api.constants import API_VERSION, GROUP, VERSION
+from multikueue.api.quantity import milli_value
 
 T = TypeVar("T")
+
+#: Multiplies the CPU of the pods and of the quotas these builders make. 1 on kwok's fake nodes (any
+#: size fits); on kind the pods really run on nodes with this machine's few cores, so the e2e plugin
+#: sets it lower (``--clusters kind``): a test's "1 CPU" Job then asks for 100m and its "8 CPU" queue
+#: holds 800m, the same fits and misfits at a size a laptop's node can run.
+CPU_SCALE = 1.0
+
+
+def scaled_cpu(value: Any) -> Any:
+    """``value`` (a CPU quantity) times :data:`CPU_SCALE`, in millicores; unchanged at scale 1."""
+    if CPU_SCALE == 1.0:
+        return value
+    return f"{max(1, round(milli_value(str(value)) * CPU_SCALE))}m"
+
+
+def _scaled(resources: dict[str, Any], scale: bool) -> dict[str, Any]:
+    if not scale or "cpu" not in resources:
+        return resources
+    value = resources["cpu"]
+    if isinstance(value, dict):
+        value = {k: scaled_cpu(v) for k, v in value.items()}
+    else:
+        value = scaled_cpu(value)
+    return {**resources, "cpu": value}
 
 
 def resource_flavor(name: str, node_labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -35,8 +60,14 @@ def cluster_queue(
     strategy: str | None = None,
     checks: list[str] | None = None,
     namespace_selector: dict[str, Any] | None = None,
+    scale_cpu: bool = True,
 ) -> dict[str, Any]:
-    """``quotas``: flavor -> {resource: nominal | {"nominalQuota":..., "borrowingLimit":..., "lendingLimit":...}}."""
+    """``quotas``: flavor -> {resource: nominal | {"nominalQuota":..., "borrowingLimit":..., "lendingLimit":...}}.
+
+    CPU is scaled by :data:`CPU_SCALE` (for pods that really run); ``scale_cpu=False`` for queues of
+    objects whose requests the tests do not build (an external framework's CEL requests).
+    """
+    quotas = {flavor: _scaled(per_resource, scale_cpu) for flavor, per_resource in quotas.items()}
     resources = sorted({r for per_flavor in quotas.values() for r in per_flavor})
     flavors = []
     for flavor, per_resource in quotas.items():
@@ -92,7 +123,7 @@ def pod_template(
     """
     command = ["sleep", str(seconds_of(run_for))] if run_for else ["true"]
     container = {"name": "main", "image": JOB_IMAGE, "imagePullPolicy": "IfNotPresent", "command": command,
-                 "resources": {"requests": requests}}
+                 "resources": {"requests": _scaled(requests, True)}}
     spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
     if node_selector:
         spec["nodeSelector"] = node_selector

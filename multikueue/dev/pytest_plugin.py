@@ -29,7 +29,8 @@ from urllib.parse import urlparse
 import pytest
 from kubernetes import client, config
 
-from multikueue.dev import containers, wiring
+from multikueue.dev import containers, kind, wiring
+from multikueue.dev import objects as o
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
@@ -56,28 +57,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--image", default=containers.IMAGE, help=f"the image for --controllers image (default {containers.IMAGE})")
 
 
-_DESELECTED = pytest.StashKey[int]()
+_DESELECTED = pytest.StashKey[dict[str, int]]()
+#: On kind, the fraction of a test's CPU its pods and queues get (see ``objects.CPU_SCALE``).
+KIND_CPU_SCALE = 0.1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--clusters") == "kind":
+        o.CPU_SCALE = KIND_CPU_SCALE
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``image`` are opt-in: kept with ``-m`` naming ``image`` or with ``--controllers image``.
+    """Deselect what this run cannot do, and say so at the end (never a silent skip).
 
-    A plain run must not start dockerd or build an image; ``hack/test.sh``
-    runs them in a second pass (see there).
+    Tests marked ``image`` are opt-in: kept with ``-m`` naming ``image`` or
+    with ``--controllers image``; a plain run must not start dockerd or build
+    an image (``hack/test.sh`` runs them in a second pass). Tests marked
+    ``local_clusters`` (they stop the local control planes' processes, or
+    need kwok's nodes and stages) are left out with ``--clusters kind``.
     """
-    if "image" in (config.getoption("markexpr") or "") or config.getoption("--controllers") == "image":
-        return
-    image_tests = [item for item in items if item.get_closest_marker("image")]
-    if image_tests:
-        config.hook.pytest_deselected(items=image_tests)
-        config.stash[_DESELECTED] = len(image_tests)
-        items[:] = [item for item in items if not item.get_closest_marker("image")]
+    reasons = {
+        "image": "image" not in (config.getoption("markexpr") or "") and config.getoption("--controllers") != "image",
+        "local_clusters": config.getoption("--clusters") == "kind",
+    }
+    counts: dict[str, int] = {}
+    for marker, deselect in reasons.items():
+        if not deselect:
+            continue
+        dropped = [item for item in items if item.get_closest_marker(marker)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
+            counts[marker] = len(dropped)
+    config.stash[_DESELECTED] = counts
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if config.stash.get(_DESELECTED, 0):
+    counts = config.stash.get(_DESELECTED, {})
+    if counts.get("image"):
         terminalreporter.write_line(
-            f"{config.stash[_DESELECTED]} image tests deselected (opt-in): python -m pytest --controllers image -m image"
+            f"{counts['image']} image tests deselected (opt-in): python -m pytest --controllers image -m image"
+        )
+    if counts.get("local_clusters"):
+        terminalreporter.write_line(
+            f"{counts['local_clusters']} tests deselected on kind (they need the local control planes): "
+            "run them without --clusters kind"
         )
 
 
@@ -276,6 +300,15 @@ def e2e_controllers(
     The manager's controller comes first. With ``--controllers image`` a second manager replica
     (a standby, by leader election) comes last.
     """
+    directory = tmp_path_factory.mktemp("controllers")
+    if request.config.getoption("--clusters") == "kind":
+        # Deployed by kind-configs/up.sh, with its configuration: used as they are, and left running.
+        deployed = kind.e2e_controllers(directory)
+        yield deployed
+        for ctl in deployed:
+            if not ctl.alive:
+                ctl.start()
+        return
     wiring.apply(
         e2e_clusters.manager,
         [
@@ -288,7 +321,6 @@ def e2e_controllers(
         ],
     )
     roles = ["manager"] + ["worker"] * (len(e2e_clusters.kubeconfigs) - 1)
-    directory = tmp_path_factory.mktemp("controllers")
     controllers: list[Any]
     if request.config.getoption("--controllers") == "image":
         controllers = _image_controllers(e2e_clusters, directory, request.config.getoption("--image"))

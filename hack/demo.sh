@@ -6,10 +6,23 @@
 # Installs what it needs (virtualenv, Python dependencies, binaries) by itself.
 # The clusters keep running afterwards; stop them with:
 #   ~/.cache/multikueue/venv/bin/multikueue dev clusters down
+#
+# --kind: the same on kind clusters with the controllers deployed in them from
+# the image (kind-configs/up.sh brings them up first, or reuses them; needs
+# Docker, root on a machine where the node image must be built offline);
+# remove them with kind-configs/down.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
 
+for arg in "$@"; do
+  if [ "$arg" = "--kind" ]; then
+    kind-configs/up.sh
+    source "$MULTIKUEUE_CACHE/venv/bin/activate"
+    echo "--- the demo on kind: a Job and a PipelineRun dispatched from the manager to a worker"
+    exec multikueue dev demo "$@"
+  fi
+done
 ensure_venv
 echo "--- building (or reusing) the local cluster binaries"
 multikueue dev build

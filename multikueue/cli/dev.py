@@ -59,6 +59,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     )
     _name(demo)
     demo.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds (default 240)")
+    demo.add_argument("--kind", action="store_true", help="on the kind clusters of kind-configs/up.sh (run it first)")
     demo.set_defaults(handler=_demo)
 
     kind = sub.add_parser("kind", help="kind clusters with the controllers deployed in them (what kind-configs/up.sh runs)")
@@ -98,7 +99,7 @@ def _demo(args: argparse.Namespace) -> int:
     from multikueue.cli.status import show
     from multikueue.dev.demo import DemoOptions, run_demo
 
-    return run_demo(DemoOptions(name=args.name, timeout=args.timeout), show_status=show)
+    return run_demo(DemoOptions(name=args.name, timeout=args.timeout, kind=args.kind), show_status=show)
 
 
 def _build(args: argparse.Namespace) -> int:

@@ -12,6 +12,11 @@ What it does, on the local clusters (started when they are not running):
 4. submits a ``batch/v1`` Job and a PipelineRun to the manager;
 5. prints ``multikueue status`` every few seconds until both are Finished.
 
+``--kind``: the same on the kind clusters of ``kind-configs/up.sh``, whose
+controllers are already deployed (step 2 is skipped; the ConfigMaps keep
+their Configuration and get the catalog entry); the Job's pod runs there
+for real.
+
 No Tekton controller runs here: the demo plays it on the worker, marking the
 worker's copy ``Succeeded`` a few seconds after our worker controller
 released it. Everything else is the real dispatch.
@@ -27,8 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 import yaml
-from kubernetes import client
+from kubernetes import client, config
 
+from multikueue.dev import kind
 from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
@@ -49,6 +55,8 @@ class DemoOptions:
     name: str = "dev"
     timeout: float = 240.0
     refresh: float = 3.0
+    #: On the kind clusters of kind-configs/up.sh (their controllers already deployed) instead of local ones.
+    kind: bool = False
 
 
 def _clusters(options: DemoOptions) -> ClusterSet:
@@ -73,12 +81,22 @@ def _pipelinerun_crd() -> list[dict[str, Any]]:
     return wiring.load_documents(source_checkout() / "hack" / "demo" / "pipelinerun-crd.yaml")
 
 
-def _configure(apis: list[client.ApiClient]) -> None:
+def _configure(apis: list[client.ApiClient], *, installed: bool = False) -> None:
+    """The Tekton catalog entry in every cluster's ConfigMap (read live by the controllers).
+
+    ``installed``: the controllers run from config/default and config/worker
+    (kind): their Configuration is kept and only the entry added to it.
+    """
     entry = yaml.safe_load((source_checkout() / "adapters" / "tekton-pipelinerun.yaml").read_text())
     for index, api in enumerate(apis):
-        document: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "multiKueue": {"externalFrameworks": [entry]}}
-        if index == 0:
-            document["multiKueue"] |= {"origin": "multikueue-demo", "gcInterval": "30s"}
+        document: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+        if installed:
+            current = client.CoreV1Api(api).read_namespaced_config_map(CONFIG_MAP, wiring.CONTROLLER_NAMESPACE)
+            document = yaml.safe_load((current.data or {}).get(CONFIG_KEY) or "") or document
+        elif index == 0:
+            document["multiKueue"] = {"origin": "multikueue-demo", "gcInterval": "30s"}
+        frameworks = [f for f in document.setdefault("multiKueue", {}).get("externalFrameworks") or [] if f.get("kind") != entry.get("kind")]
+        document["multiKueue"]["externalFrameworks"] = [*frameworks, entry]
         wiring.apply(api, [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG_MAP, "namespace": wiring.CONTROLLER_NAMESPACE}, "data": {CONFIG_KEY: yaml.safe_dump(document)}}])
 
 
@@ -140,23 +158,39 @@ def _finished(manager: client.ApiClient, ns: str) -> bool:
     return len(workloads) == 2 and all(o.is_true(w, "Finished") for w in workloads)
 
 
+def _kind_apis() -> list[client.ApiClient]:
+    paths = [kind.kubeconfig_path(role) for role in kind.ROLES]
+    if not all(p.exists() for p in paths):
+        raise DevEnvironmentError(f"kind clusters not found ({paths[0].parent}); run kind-configs/up.sh first")
+    # The Jobs' pods really run there, on nodes with this machine's cores: one tenth of the CPU.
+    o.CPU_SCALE = 0.1
+    return [config.new_client_from_config(config_file=str(p)) for p in paths]
+
+
 def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> int:
     """Run the demo; ``show_status(manager kubeconfig, namespace)`` prints the status table (the CLI's)."""
-    clusters = _clusters(options)
-    apis = [clusters.api(c) for c in clusters.clusters]
+    if options.kind:
+        apis = _kind_apis()
+        manager_kubeconfig = str(kind.kubeconfig_path("manager"))
+    else:
+        clusters = _clusters(options)
+        apis = [clusters.api(c) for c in clusters.clusters]
+        manager_kubeconfig = str(clusters.manager.kubeconfig_path)
     for api in apis:
         wiring.install_crds(api, _pipelinerun_crd())
-    _configure(apis)
-    logs = Path(clusters.directory) / "demo-logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    _configure(apis, installed=options.kind)
     controllers: list[ControllerProcess] = []
     ns = f"demo-{uuid.uuid4().hex[:4]}"
-    manager_kubeconfig = str(clusters.manager.kubeconfig_path)
+    logs = Path(kind.state_dir() if options.kind else clusters.directory) / "demo-logs"
     try:
-        for index, cluster in enumerate(clusters.clusters):
-            role = "manager" if index == 0 else "worker"
-            controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, logs / f"{cluster.name}.log", webhooks=index == 0).start())
-        print(f"--- controllers running (logs in {logs})")
+        if options.kind:
+            print("--- controllers: deployed in the kind clusters (kubectl -n kueue-system logs deploy/multikueue-controller-manager)")
+        else:
+            logs.mkdir(parents=True, exist_ok=True)
+            for index, cluster in enumerate(clusters.clusters):
+                role = "manager" if index == 0 else "worker"
+                controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, logs / f"{cluster.name}.log", webhooks=index == 0).start())
+            print(f"--- controllers running (logs in {logs})")
         _queues(apis, ns)
         _submit(apis[0], ns)
         tekton = TektonStandIn(apis[1:], ns)
@@ -178,6 +212,11 @@ def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> in
     finally:
         for ctl in controllers:
             ctl.stop()
-        print("--- controllers stopped; the clusters keep running:")
-        print(f"    multikueue status --kubeconfig {manager_kubeconfig} -n {ns}")
-        print("    multikueue dev clusters down" + ("" if options.name == "dev" else f" --name {options.name}"))
+        if options.kind:
+            print("--- the kind clusters and their controllers keep running:")
+            print(f"    multikueue status --kubeconfig {manager_kubeconfig} -n {ns}")
+            print("    kind-configs/down.sh")
+        else:
+            print("--- controllers stopped; the clusters keep running:")
+            print(f"    multikueue status --kubeconfig {manager_kubeconfig} -n {ns}")
+            print("    multikueue dev clusters down" + ("" if options.name == "dev" else f" --name {options.name}"))

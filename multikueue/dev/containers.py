@@ -77,13 +77,18 @@ def kubectl(kubeconfig: Path, *args: str, timeout: float = 120) -> str:
     return run(["kubectl", "--kubeconfig", str(kubeconfig), *args], timeout=timeout)
 
 
-def render(base: str) -> list[dict[str, Any]]:
+def _kustomization(base: str | Path) -> Path:
+    """A base of ``config/`` by name (``"default"``), or any kustomization folder by path."""
+    return base if isinstance(base, Path) else source_checkout() / "config" / base
+
+
+def render(base: str | Path) -> list[dict[str, Any]]:
     """The objects of a kustomize base of ``config/`` (e.g. ``default``), as ``kubectl kustomize`` renders them."""
-    text = run(["kubectl", "kustomize", str(source_checkout() / "config" / base)])
+    text = run(["kubectl", "kustomize", str(_kustomization(base))])
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def install(kubeconfig: Path, base: str, *, without_pods: bool = False) -> list[dict[str, Any]]:
+def install(kubeconfig: Path, base: str | Path, *, without_pods: bool = False) -> list[dict[str, Any]]:
     """``kubectl apply --server-side -k config/<base>`` (forcing conflicts: the dev tooling installed the CRDs first).
 
     ``without_pods``: the rendered base is applied with the Deployment at zero
@@ -93,7 +98,7 @@ def install(kubeconfig: Path, base: str, *, without_pods: bool = False) -> list[
     """
     objects = render(base)
     if not without_pods:
-        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(source_checkout() / "config" / base))
+        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(_kustomization(base)))
         return objects
     for obj in objects:
         if obj.get("kind") == "Deployment":

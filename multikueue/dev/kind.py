@@ -10,9 +10,10 @@ to pick up a rebuilt image):
 2. ``kind load docker-image`` of the controller image and of the small job
    image (busybox, made here from Debian's static build: the Jobs' pods run as
    real containers on kind, and no registry may be reachable);
-3. ``kubectl apply --server-side -k config/default`` on the manager and
-   ``-k config/worker`` on the workers, as a user installs them; waits for the
-   Deployments;
+3. ``kubectl apply --server-side -k`` of ``config/default`` on the manager
+   and of ``config/worker`` on the workers, as a user installs them, each with
+   the Tekton component (``kind-configs/install/``: the demo dispatches a
+   PipelineRun); waits for the Deployments;
 4. the workers wired on the manager: a token of ``config/worker-access``'s
    ServiceAccount on each worker, in a kubeconfig Secret on the manager whose
    server is the worker's address on the ``kind`` Docker network (reachable
@@ -148,15 +149,42 @@ def create_clusters(options: KindOptions, roles: Sequence[str] = ROLES, log: Cal
         kubeconfig_path(role).chmod(0o600)
 
 
-def load_images(options: KindOptions, roles: Sequence[str] = ROLES) -> None:
+def image_id(tag: str) -> str:
+    return containers.run(["docker", "image", "inspect", "-f", "{{.Id}}", tag]).strip()
+
+
+def load_images(options: KindOptions, roles: Sequence[str] = ROLES) -> list[str]:
+    """Load both images into every cluster; the roles whose controller image changed since the last load.
+
+    The tag stays ``multikueue:dev`` across rebuilds, so pods already running
+    keep the old image until restarted: :func:`up` restarts those.
+    """
+    changed = []
+    current = image_id(options.image)
     for role in roles:
         kind("load", "docker-image", options.image, options.job_image, "--name", cluster_name(role), timeout=900)
+        marker = state_dir() / f"{role}.image"
+        previous = marker.read_text().strip() if marker.exists() else None
+        if previous is not None and previous != current:
+            changed.append(role)
+        marker.write_text(current)
+    return changed
+
+
+def restart_controllers(roles: Sequence[str]) -> None:
+    for role in roles:
+        deployment = f"deployment/{containers.DEPLOYMENT}"
+        containers.kubectl(kubeconfig_path(role), "-n", containers.CONTROLLER_NAMESPACE, "rollout", "restart", deployment)
+        containers.kubectl(
+            kubeconfig_path(role), "-n", containers.CONTROLLER_NAMESPACE, "rollout", "status", deployment, "--timeout=300s", timeout=330
+        )
 
 
 def install_controllers(roles: Sequence[str] = ROLES) -> None:
     """``config/default`` on the manager, ``config/worker`` on the workers; then wait for their Deployments."""
+    overlays = source_checkout() / "kind-configs" / "install"
     for role in roles:
-        containers.install(kubeconfig_path(role), "default" if role == "manager" else "worker")
+        containers.install(kubeconfig_path(role), overlays / ("manager" if role == "manager" else "worker"))
     for role in roles:
         containers.kubectl(
             kubeconfig_path(role),
@@ -182,7 +210,8 @@ def wire_workers(workers: Sequence[str] = ROLES[1:]) -> None:
 def ready_setup(options: KindOptions, roles: Sequence[str] = ROLES, namespace: str = "default") -> None:
     """Queues in the shape of upstream's multikueue-setup.yaml, then wait for the check to be Active."""
     workers = [r for r in roles if r != "manager"]
-    manager = o.Kueue(_api("manager"))
+    manager_api = _api("manager")
+    manager = o.Kueue(manager_api)
     objects: list[dict[str, Any]] = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": CONFIG}, "spec": {"clusters": workers}},
         {
@@ -192,7 +221,7 @@ def ready_setup(options: KindOptions, roles: Sequence[str] = ROLES, namespace: s
             "spec": {"controllerName": MANAGED_BY, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": CONFIG}},
         },
     ]
-    wiring.apply(manager.api, objects)
+    wiring.apply(manager_api, objects)
     quota = {FLAVOR: {"cpu": options.cpu, "memory": "8Gi"}}
     for role in roles:
         api = _api(role)
@@ -216,9 +245,12 @@ def up(options: KindOptions) -> None:
     _log("job image", started)
     ensure_job_image(options.job_image)
     _log(f"loading {options.image} and {options.job_image} into the clusters", started)
-    load_images(options)
+    changed = load_images(options)
     _log("installing config/default on the manager, config/worker on the workers", started)
     install_controllers()
+    if changed:
+        _log(f"{options.image} changed since the last load: restarting the controllers of {', '.join(changed)}", started)
+        restart_controllers(changed)
     _log("wiring the workers on the manager (kind-network addresses)", started)
     wire_workers()
     _log(f"queues: ClusterQueue {CLUSTER_QUEUE}, LocalQueue default/{LOCAL_QUEUE}; waiting for {CHECK} to be Active", started)

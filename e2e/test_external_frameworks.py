@@ -11,6 +11,7 @@ effect without a restart.
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,11 +20,12 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.controllers import ControllerProcess
-from multikueue.dev.pytest_plugin import E2E_MANAGER_CONFIG, Clusters, reference_dir
+from multikueue.dev.pytest_plugin import Clusters, reference_dir
 from multikueue.dev.paths import source_checkout
 
 pytestmark = pytest.mark.e2e
@@ -78,11 +80,34 @@ def catalog_entry(name: str) -> dict[str, Any]:
     return yaml.safe_load((source_checkout() / "adapters" / name).read_text())
 
 
+#: Each cluster's Configuration as the session found it (without external frameworks), by kubeconfig.
+_FOUND: dict[str, dict[str, Any]] = {}
+
+
+def _found_configuration(path: str, api: client.ApiClient) -> dict[str, Any]:
+    """The Configuration the cluster's controller was started with: kept, only the frameworks change.
+
+    (On kind it is the installed one; origin and timings are read at start, not live.)
+    """
+    if path not in _FOUND:
+        try:
+            config_map = client.CoreV1Api(api).read_namespaced_config_map(CONFIG_MAP, wiring.CONTROLLER_NAMESPACE)
+            document = yaml.safe_load((config_map.data or {}).get(CONFIG_KEY) or "") or {}
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            document = {}
+        document = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **document}
+        (document.get("multiKueue") or {}).pop("externalFrameworks", None)
+        _FOUND[path] = document
+    return copy.deepcopy(_FOUND[path])
+
+
 def set_frameworks(clusters: Clusters, entries: list[dict[str, Any]] | None, *, text: str | None = None) -> None:
     """Write the external frameworks into every cluster's ConfigMap (the controllers pick it up live)."""
-    for index, api in enumerate(clusters.all):
+    for path, api in zip(clusters.kubeconfigs, clusters.all):
         if text is None:
-            base = yaml.safe_load(E2E_MANAGER_CONFIG) if index == 0 else {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+            base = _found_configuration(str(path), api)
             base.setdefault("multiKueue", {})["externalFrameworks"] = entries or []
             document = yaml.safe_dump(base)
         else:
@@ -91,11 +116,41 @@ def set_frameworks(clusters: Clusters, entries: list[dict[str, Any]] | None, *, 
         wiring.apply(api, [body])
 
 
+#: What an admin adds for a kind of their own (config/rbac/external_frameworks_role.yaml): the
+#: controller's rules on it (aggregated), and on a worker the manager's (config/worker-access).
+WIDGET_RBAC = [
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "e2e-widgets-controller", "labels": {"multikueue.x-k8s.io/aggregate-to-manager": "true"}},
+        "rules": [
+            {"apiGroups": [WIDGET[0]], "resources": [WIDGET[2]], "verbs": ["list", "watch", "patch"]},
+            {"apiGroups": [WIDGET[0]], "resources": [f"{WIDGET[2]}/status"], "verbs": ["patch"]},
+            {"apiGroups": [WIDGET[0]], "resources": [f"{WIDGET[2]}/finalizers"], "verbs": ["update"]},
+        ],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "e2e-widgets-manager-access"},
+        "rules": [{"apiGroups": [WIDGET[0]], "resources": [WIDGET[2]], "verbs": ["list", "watch", "create", "delete"]}],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "e2e-widgets-manager-access"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-widgets-manager-access"},
+        "subjects": [{"kind": "ServiceAccount", "name": wiring.WORKER_SERVICE_ACCOUNT, "namespace": wiring.CONTROLLER_NAMESPACE}],
+    },
+]
+
+
 @pytest.fixture(scope="module")
 def crds(e2e_clusters: Clusters) -> None:
     tekton = [d for d in wiring.load_documents(reference_dir() / "tekton") if d.get("kind") == "CustomResourceDefinition"]
     for api in e2e_clusters.all:
         wiring.install_crds(api, [*tekton, WIDGET_CRD])
+        wiring.apply(api, WIDGET_RBAC)  # needed where the controllers run with their manifests' RBAC (kind)
 
 
 @pytest.fixture
@@ -174,7 +229,7 @@ def cleaned_up(clusters: Clusters, gvr: tuple[str, str, str], ns: str, name: str
 
 
 def test_upstream_entry_dispatches_a_pipelinerun_whose_workload_another_party_created(
-    e2e_clusters: Clusters, frameworks: None, namespace: str
+    e2e_clusters: Clusters, frameworks: None, namespace: str, e2e_origin: str
 ) -> None:
     ns = namespace
     setup_queues(e2e_clusters, ns, {"cpu": 10})
@@ -190,7 +245,7 @@ def test_upstream_entry_dispatches_a_pipelinerun_whose_workload_another_party_cr
     assert "managedBy" not in copy_["spec"]
     labels = copy_["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/prebuilt-workload-name"] == "pipelinerun-upstream"
-    assert labels["kueue.x-k8s.io/multikueue-origin"] == "multikueue-e2e"
+    assert labels["kueue.x-k8s.io/multikueue-origin"] == e2e_origin
     assert "status" not in copy_ or not copy_["status"]
 
     # Play the worker's Tekton and its Kueue integration: the run succeeds and its Workload finishes.

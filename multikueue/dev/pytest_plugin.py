@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+import yaml
 from kubernetes import client, config
 
 from multikueue.dev import containers, kind, wiring
@@ -331,6 +332,16 @@ def e2e_controllers(
     finally:
         for ctl in controllers:
             ctl.stop()
+
+
+@pytest.fixture(scope="session")
+def e2e_origin(e2e_clusters: Clusters, e2e_controllers: list[Any]) -> str:
+    """The manager's ``multiKueue.origin``: the label value on everything it creates on the workers."""
+    config_map = client.CoreV1Api(e2e_clusters.manager).read_namespaced_config_map(
+        "multikueue-manager-config", wiring.CONTROLLER_NAMESPACE
+    )
+    document = yaml.safe_load((config_map.data or {}).get("controller_manager_config.yaml") or "") or {}
+    return str((document.get("multiKueue") or {}).get("origin") or "multikueue")
 
 
 def _image_controllers(clusters: Clusters, directory: Path, image: str) -> list[containers.ControllerContainer]:

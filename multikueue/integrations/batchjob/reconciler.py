@@ -194,7 +194,9 @@ class JobReconciler:
         except ApiException as exc:
             if exc.status != 409:
                 raise
-        live = await self.kube.get_or_none(JOBS, namespace, name)
+        # A list by name, not a get: the controller's role grants list and watch on Jobs, never get.
+        found = await self.kube.list(JOBS, namespace, field_selector=f"metadata.name={name}")
+        live = found[0] if found else None
         if live is None:
             self._forget(key)
             return

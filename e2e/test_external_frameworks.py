@@ -116,8 +116,9 @@ def set_frameworks(clusters: Clusters, entries: list[dict[str, Any]] | None, *, 
         wiring.apply(api, [body])
 
 
-#: What an admin adds for a kind of their own (config/rbac/external_frameworks_role.yaml): the
-#: controller's rules on it (aggregated), and on a worker the manager's (config/worker-access).
+#: The controller's own rules on the Widget kind, aggregated into its role as an admin adds them for a
+#: kind of their own (config/rbac/external_frameworks_role.yaml). The manager's access on the workers
+#: is granted by the test that needs it (grant_widgets).
 WIDGET_RBAC = [
     {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -129,19 +130,6 @@ WIDGET_RBAC = [
             {"apiGroups": [WIDGET[0]], "resources": [f"{WIDGET[2]}/finalizers"], "verbs": ["update"]},
         ],
     },
-    {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": "e2e-widgets-manager-access"},
-        "rules": [{"apiGroups": [WIDGET[0]], "resources": [WIDGET[2]], "verbs": ["list", "watch", "create", "delete"]}],
-    },
-    {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": "e2e-widgets-manager-access"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-widgets-manager-access"},
-        "subjects": [{"kind": "ServiceAccount", "name": wiring.WORKER_SERVICE_ACCOUNT, "namespace": wiring.CONTROLLER_NAMESPACE}],
-    },
 ]
 
 
@@ -151,6 +139,11 @@ def crds(e2e_clusters: Clusters) -> None:
     for api in e2e_clusters.all:
         wiring.install_crds(api, [*tekton, WIDGET_CRD])
         wiring.apply(api, WIDGET_RBAC)  # needed where the controllers run with their manifests' RBAC (kind)
+        try:  # a grant left by an earlier run on long-lived clusters (kind): the test starts without it
+            client.RbacAuthorizationV1Api(api).delete_cluster_role_binding("multikueue-manager-widgets")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Wire a manager to its workers: CRDs, worker access, kubeconfig Secrets.
 
 This is what a platform admin does by hand when setting up MultiKueue, done
-the same way for the local clusters and (through ``kind-configs/wire.sh``)
-for kind clusters:
+the same way for the local clusters and (through ``kind-configs/up.sh``,
+:mod:`multikueue.dev.kind`) for kind clusters:
 
 1. install the ``kueue.x-k8s.io`` CRDs everywhere;
 2. on each worker apply ``config/worker-access`` (a ServiceAccount and the

@@ -35,10 +35,12 @@
 #   BUILD_CA_CERTS (PEM file pip trusts in the build; default the host's local CAs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib.sh
 
 MULTIKUEUE_CACHE="${MULTIKUEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/multikueue}"
 DOCKER_STATE="$MULTIKUEUE_CACHE/docker"
 LOG_DIR="$DOCKER_STATE/logs"
+STEP_LOG_DIR="$LOG_DIR"
 
 IMAGE="${IMAGE:-multikueue:dev}"
 BASE_IMAGE="${BASE_IMAGE:-}"
@@ -76,28 +78,6 @@ done
 mkdir -p "$LOG_DIR"
 export DEBIAN_FRONTEND=noninteractive
 
-# step DESCRIPTION COMMAND [ARG...]: runs the command (a function is fine) with
-# its output in a log file, prints the elapsed time, and on failure the log's tail.
-# The command runs as a background job and is waited for, so that `set -e`
-# still applies inside a function (it would not in an `if` or `||` context).
-step() {
-  local what="$1"
-  shift
-  local log
-  log="$LOG_DIR/$(date +%Y%m%d-%H%M%S)-$(echo "$what" | tr -c 'a-zA-Z0-9\n' '-' | cut -c1-40).log"
-  local start=$SECONDS
-  echo "--- $what"
-  ("$@") </dev/null >"$log" 2>&1 &
-  local pid=$!
-  local rc=0
-  wait "$pid" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "error: $what failed (exit $rc) after $((SECONDS - start))s; last lines of $log:" >&2
-    tail -n 40 "$log" | sed 's/^/    /' >&2
-    exit 1
-  fi
-  echo "    done in $((SECONDS - start))s"
-}
 
 need_root() {
   [ "$(id -u)" -eq 0 ] || die "$1 needs root (run this script as root, or start a Docker engine yourself)"

@@ -19,3 +19,27 @@ ensure_venv() {
   python -m pip install --quiet --disable-pip-version-check --upgrade pip
   python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 }
+
+# step DESCRIPTION COMMAND [ARG...]: runs the command (a function is fine) with
+# its output in a log file under $STEP_LOG_DIR, prints the elapsed time, and on
+# failure the log's tail, then exits. The command runs as a background job and
+# is waited for, so that `set -e` still applies inside a function (it would not
+# in an `if` or `||` context). Used by hack/image.sh and kind-configs/node-image.sh.
+step() {
+  local what="$1"
+  shift
+  mkdir -p "$STEP_LOG_DIR"
+  local log
+  log="$STEP_LOG_DIR/$(date +%Y%m%d-%H%M%S)-$(echo "$what" | tr -c 'a-zA-Z0-9\n' '-' | cut -c1-40).log"
+  local start=$SECONDS
+  echo "--- $what"
+  ("$@") </dev/null >"$log" 2>&1 &
+  local rc=0
+  wait $! || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "error: $what failed (exit $rc) after $((SECONDS - start))s; last lines of $log:" >&2
+    tail -n 40 "$log" | sed 's/^/    /' >&2
+    exit 1
+  fi
+  echo "    done in $((SECONDS - start))s"
+}

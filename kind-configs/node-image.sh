@@ -29,6 +29,7 @@
 # --engine-only when not running).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib.sh
 
 MULTIKUEUE_CACHE="${MULTIKUEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/multikueue}"
 KUBERNETES_VERSION=v1.35.4
@@ -39,6 +40,7 @@ ETCD_TAG=3.6.6-0 # the tag kubeadm asks for; hack/kindnode/go.mod pins go.etcd.i
 NODE_IMAGE="${NODE_IMAGE:-multikueue/kind-node:$KUBERNETES_VERSION}"
 SUITE=bookworm
 WORK="$MULTIKUEUE_CACHE/kind-node"
+STEP_LOG_DIR="$WORK/logs"
 BIN="$MULTIKUEUE_CACHE/bin"
 LABEL=io.multikueue.kind-node.inputs
 
@@ -62,24 +64,6 @@ esac
 mkdir -p "$WORK/logs" "$WORK/bin" "$BIN"
 export DEBIAN_FRONTEND=noninteractive
 
-# step DESCRIPTION COMMAND...: as hack/image.sh, output in a log, elapsed time shown.
-step() {
-  local what="$1"
-  shift
-  local log
-  log="$WORK/logs/$(date +%Y%m%d-%H%M%S)-$(echo "$what" | tr -c 'a-zA-Z0-9\n' '-' | cut -c1-40).log"
-  local start=$SECONDS
-  echo "--- $what"
-  ("$@") </dev/null >"$log" 2>&1 &
-  local rc=0
-  wait $! || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "error: $what failed (exit $rc) after $((SECONDS - start))s; last lines of $log:" >&2
-    tail -n 40 "$log" | sed 's/^/    /' >&2
-    exit 1
-  fi
-  echo "    done in $((SECONDS - start))s"
-}
 
 die() {
   echo "error: $*" >&2

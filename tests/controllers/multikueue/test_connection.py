@@ -19,9 +19,11 @@ import asyncio
 import base64
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from kubernetes import client
 
 from multikueue.api.constants import MultiKueue
 from multikueue.api.multikueue import MultiKueueCluster
+from multikueue.controllers.multikueue import connection
 from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.runtime.kube import AsyncKube
@@ -171,20 +174,34 @@ async def test_an_oversized_kubeconfig_secret_is_refused_naming_the_secret_and_l
 
 @pytest.mark.asyncio
 async def test_a_large_accepted_kubeconfig_is_validated_off_the_event_loop(
-    integration_clusters: Clusters, namespace: str, start: Start
+    integration_clusters: Clusters, namespace: str, start: Start, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Checked by where the validation runs, not by how long the loop stalled.
+
+    The stall was asserted before (under half the inline validation time,
+    at least 250 ms): on a loaded two-core CI machine the OS kept the loop's
+    thread waiting 271 ms while a 328 ms validation ran in its thread. It is
+    still printed, as a figure.
+    """
     text = _padded(_worker_kubeconfig(integration_clusters.manager, WORKER), MAX_KUBECONFIG_BYTES - 16 * 1024)
     assert len(text) <= MAX_KUBECONFIG_BYTES
     begun = time.perf_counter()
     validate_kubeconfig(text)
     inline = time.perf_counter() - begun
+    threads: list[int] = []
+
+    def recording(document: str) -> Any:
+        threads.append(threading.get_ident())
+        return validate_kubeconfig(document)
+
+    monkeypatch.setattr(connection, "validate_kubeconfig", recording)
     secret = _put_secret(integration_clusters.manager, namespace, text)
     with _loop_lag() as lag:
         remote = await start(_spec("large", secret))
         await _until(lambda: remote.state.active, 30, "the worker connected")
     print(f"\n{len(text) // 1024} KiB kubeconfig: validation takes {inline * 1000:.0f} ms; longest event-loop stall {lag[0] * 1000:.0f} ms")
-    # Relative to the inline time, so that a loaded machine slows both alike.
-    assert lag[0] < max(0.25, inline / 2)
+    assert threads, "the kubeconfig was not validated"
+    assert threading.get_ident() not in threads, "validated on the event loop's thread"
 
 
 # -- hostile kubeconfigs ---------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
-from multikueue.api.constants import Labels
+from multikueue.api.constants import Labels, WorkloadConditionType
 from multikueue.api.meta import LabelSelector
 from multikueue.api.resources import NAMESPACES
 from multikueue.api.workload import PriorityClassRef
@@ -234,7 +234,7 @@ class JobReconciler:
                 job=f"{namespace}/{name}",
                 workload=wl.name if wl else None,
                 workload_rv=wl.metadata.resource_version if wl else None,
-                admitted=wl.is_condition_true("Admitted") if wl else None,
+                admitted=wl.is_condition_true(WorkloadConditionType.ADMITTED) if wl else None,
                 suspended=batchjob.spec_of(job).get("suspend"),
             )
             return

@@ -189,18 +189,6 @@ ensure_engine() {
 
 # --- 2. the base image ------------------------------------------------------------
 
-debian_mirror() {
-  if [ -n "${DEBIAN_MIRROR:-}" ]; then
-    echo "$DEBIAN_MIRROR"
-    return
-  fi
-  # The first Debian main archive apt uses here (one-line or deb822 format).
-  local m
-  m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
-    grep -Eo '(https?://[^ ]+/debian)/?( |$)' | grep -v security | head -n 1 | tr -d ' ' || true)
-  echo "${m:-http://deb.debian.org/debian}"
-}
-
 # What the builder and the controller need on top of minbase. ca-certificates:
 # pip reaches PyPI over HTTPS in the builder stage. libstdc++6: google-re2's
 # extension (cel-python) links it; minbase has it only through apt.
@@ -217,18 +205,7 @@ make_rootfs() {
   command -v debootstrap >/dev/null || apt_install debootstrap
   rm -rf "$rootfs"
   mkdir -p "$rootfs"
-  # Docs, man pages and translations are never unpacked (dpkg path-exclude),
-  # during debootstrap's second stage nor by later apt-get installs.
-  mkdir -p "$rootfs/etc/dpkg/dpkg.cfg.d"
-  cat >"$rootfs/etc/dpkg/dpkg.cfg.d/01-multikueue-slim" <<'CFG'
-path-exclude=/usr/share/doc/*
-path-include=/usr/share/doc/*/copyright
-path-exclude=/usr/share/man/*
-path-exclude=/usr/share/info/*
-path-exclude=/usr/share/locale/*
-path-exclude=/usr/share/lintian/*
-path-exclude=/usr/share/linda/*
-CFG
+  slim_dpkg "$rootfs"
   debootstrap --variant=minbase --include="$BASE_PACKAGES" --exclude="$BASE_EXCLUDE" \
     "$SUITE" "$rootfs" "$(debian_mirror)"
 }

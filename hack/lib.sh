@@ -43,3 +43,33 @@ step() {
   fi
   echo "    done in $((SECONDS - start))s"
 }
+
+# debian_mirror: $DEBIAN_MIRROR, else the first Debian main archive apt uses
+# here (one-line or deb822 format), else deb.debian.org. For debootstrap in
+# hack/image.sh and kind-configs/node-image.sh.
+debian_mirror() {
+  if [ -n "${DEBIAN_MIRROR:-}" ]; then
+    echo "$DEBIAN_MIRROR"
+    return
+  fi
+  local m
+  m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    grep -Eo '(https?://[^ ]+/debian)/?( |$)' | grep -v security | head -n 1 | tr -d ' ' || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# slim_dpkg ROOTFS: docs, man pages and translations are never unpacked into
+# ROOTFS (dpkg path-exclude), during debootstrap's second stage nor by later
+# apt-get installs; copyright files are kept.
+slim_dpkg() {
+  mkdir -p "$1/etc/dpkg/dpkg.cfg.d"
+  cat >"$1/etc/dpkg/dpkg.cfg.d/01-multikueue-slim" <<'CFG'
+path-exclude=/usr/share/doc/*
+path-include=/usr/share/doc/*/copyright
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/info/*
+path-exclude=/usr/share/locale/*
+path-exclude=/usr/share/lintian/*
+path-exclude=/usr/share/linda/*
+CFG
+}

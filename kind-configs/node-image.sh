@@ -96,7 +96,7 @@ images_debian_key=$(echo "$SUITE $IMAGES_PACKAGES $IMAGES_EXCLUDE" | sha256sum |
 inputs=$({
   echo "$KUBERNETES_VERSION $KIND_VERSION $COREDNS_VERSION $PAUSE_VERSION $ETCD_TAG"
   echo "$kindnode_hash $pause_hash $node_debian_key $images_debian_key"
-  sha256sum kind-configs/node-image.sh | cut -d' ' -f1
+  sha256sum kind-configs/node-image.sh hack/lib.sh | cut -d' ' -f1
   find kind-configs/node -type f | hash_files
   (cd "$KIND_FILES" && find . -type f | hash_files)
 } | sha256sum | cut -c1-16)
@@ -146,29 +146,6 @@ build_pause() {
 [ -x "$PAUSE" ] || step "go build pause" build_pause
 
 # --- Debian trees (cached as tarballs) ------------------------------------------
-
-debian_mirror() {
-  if [ -n "${DEBIAN_MIRROR:-}" ]; then
-    echo "$DEBIAN_MIRROR"
-    return
-  fi
-  local m
-  m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
-    grep -Eo '(https?://[^ ]+/debian)/?( |$)' | grep -v security | head -n 1 | tr -d ' ' || true)
-  echo "${m:-http://deb.debian.org/debian}"
-}
-
-slim_dpkg() {
-  mkdir -p "$1/etc/dpkg/dpkg.cfg.d"
-  cat >"$1/etc/dpkg/dpkg.cfg.d/01-multikueue-slim" <<'CFG'
-path-exclude=/usr/share/doc/*
-path-include=/usr/share/doc/*/copyright
-path-exclude=/usr/share/man/*
-path-exclude=/usr/share/info/*
-path-exclude=/usr/share/locale/*
-path-exclude=/usr/share/lintian/*
-CFG
-}
 
 # remove_tree DIR: a failed debootstrap can leave /proc, /sys (or bind mounts
 # of /dev) mounted inside its target; unmount them first, never cross them.

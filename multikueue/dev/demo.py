@@ -162,8 +162,7 @@ def _kind_apis() -> list[client.ApiClient]:
     paths = [kind.kubeconfig_path(role) for role in kind.ROLES]
     if not all(p.exists() for p in paths):
         raise DevEnvironmentError(f"kind clusters not found ({paths[0].parent}); run kind-configs/up.sh first")
-    # The Jobs' pods really run there, on nodes with this machine's cores: one tenth of the CPU.
-    o.CPU_SCALE = 0.1
+    o.CPU_SCALE = kind.CPU_SCALE
     return [config.new_client_from_config(config_file=str(p)) for p in paths]
 
 

@@ -58,6 +58,9 @@ CONFIG = "multikueue-config"
 FLAVOR = "default-flavor"
 CLUSTER_QUEUE = "cluster-queue"
 LOCAL_QUEUE = "user-queue"
+#: The share of a test's or the demo's CPU its pods and queues get on kind (``objects.CPU_SCALE``): the
+#: pods really run there, on nodes with this machine's few cores.
+CPU_SCALE = 0.1
 
 
 def cluster_name(role: str) -> str:

@@ -59,13 +59,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _DESELECTED = pytest.StashKey[dict[str, int]]()
-#: On kind, the fraction of a test's CPU its pods and queues get (see ``objects.CPU_SCALE``).
-KIND_CPU_SCALE = 0.1
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--clusters") == "kind":
-        o.CPU_SCALE = KIND_CPU_SCALE
+        o.CPU_SCALE = kind.CPU_SCALE
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

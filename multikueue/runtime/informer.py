@@ -37,6 +37,9 @@ An :class:`Informer` is the single list + watch implementation of the project
   state ``FAILED`` (``UNSERVED``); a watch that breaks once established only
   relists, so a flaky connection does not flap the health. Failures are
   retried with exponential backoff and jitter (tenacity), never given up on.
+
+Just over 500 lines: listing, watching, relisting and the health they report
+are one loop whose states are only understood together.
 """
 
 from __future__ import annotations

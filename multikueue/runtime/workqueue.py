@@ -27,7 +27,7 @@ import functools
 import heapq
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Generic, Protocol, TypeVar
 
 import structlog
@@ -151,6 +151,7 @@ class WorkQueue(Generic[K]):
         self._slots = asyncio.Semaphore(workers)
         self._dispatcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._resync_task: asyncio.Task[None] | None = None
         self._stopped = False
 
     # -- adding -----------------------------------------------------------------
@@ -223,20 +224,43 @@ class WorkQueue(Generic[K]):
 
     # -- lifecycle ----------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, resync: Callable[[], Iterable[K]] | None = None, every: float | None = None) -> None:
         """Start handling keys on the running event loop; also after a :meth:`stop`.
 
         A restart begins empty (a stop dropped the waiting keys) with fresh
         worker slots. A handler of the previous run that ignored its
         cancellation still holds its key: an add of that key waits for it to
         end, so a key is never handled twice at once even across a restart.
+
+        ``resync`` lists the keys the owner holds: they are added at once (what
+        a stopped queue dropped is owned again) and, with ``every``, again
+        every ``every`` seconds of the queue's clock until :meth:`stop`. The
+        periodic pass makes a controller level-triggered: a key whose last
+        handling decided on a picture that changed without an event is looked
+        at again. Adds coalesce, so a pass costs at most one handling per key.
         """
         if self.started:
             raise RuntimeError(f"work queue {self.name!r} is already started")
         self._stopped = False
         self._failures.clear()
         self._slots = asyncio.Semaphore(self.workers)
-        self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch(), name=f"workqueue:{self.name}")
+        loop = asyncio.get_running_loop()
+        self._dispatcher = loop.create_task(self._dispatch(), name=f"workqueue:{self.name}")
+        if resync is not None:
+            self.add_all(resync())
+            if every is not None:
+                self._resync_task = loop.create_task(self._resync(resync, every), name=f"workqueue:{self.name}:resync")
+
+    def add_all(self, keys: Iterable[K]) -> None:
+        for key in keys:
+            self.add(key)
+
+    async def _resync(self, resync: Callable[[], Iterable[K]], period: float) -> None:
+        never = asyncio.Event()
+        while True:
+            await self._clock.wait(self._clock.now() + period, never)
+            self.add_all(resync())
+            log.debug("work queue resync", queue=self.name, waiting=len(self))
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop now: waiting keys are dropped and running handlers are **cancelled**.
@@ -251,8 +275,11 @@ class WorkQueue(Generic[K]):
         self._due.clear()
         self._rerun.clear()
         current = asyncio.current_task()
-        tasks = [t for t in (self._dispatcher, *self._tasks) if t is not None and t is not current and not t.done()]
+        tasks = [
+            t for t in (self._dispatcher, self._resync_task, *self._tasks) if t is not None and t is not current and not t.done()
+        ]
         self._dispatcher = None
+        self._resync_task = None
         for task in tasks:
             task.cancel()
         if not tasks:
@@ -349,11 +376,3 @@ class WorkQueue(Generic[K]):
             # rest stay one line.
             exc_info=exc if attempt == 1 and not isinstance(exc, self._expected) else None,
         )
-
-
-async def every(clock: Clock, period: float, stop: asyncio.Event, fn: Callable[[], None]) -> None:
-    """Call ``fn`` every ``period`` seconds of ``clock`` until ``stop`` is set (a controller's periodic resync)."""
-    while not stop.is_set():
-        await clock.wait(clock.now() + period, stop)
-        if not stop.is_set():
-            fn()

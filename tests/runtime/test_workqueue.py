@@ -508,3 +508,32 @@ async def test_the_real_clock_waits_for_deadlines_and_wakeups() -> None:
     queue.add("a", delay=0.01)
     await asyncio.wait_for(handled.wait(), timeout=2)
     await queue.stop()
+
+
+@pytest.mark.asyncio
+async def test_resync_adds_the_owned_keys_at_start_and_every_period_until_stop(handler: Recorder, clock: FakeClock) -> None:
+    owned = ["a", "b"]
+    queue = make(handler, clock)
+    queue.start(resync=lambda: list(owned), every=60)
+    try:
+        await settle()
+        assert sorted(handler.keys()) == ["a", "b"]
+        owned.append("c")
+        clock.advance(59)
+        await settle()
+        assert len(handler.calls) == 2  # not due yet
+        clock.advance(1)
+        await settle()
+        assert sorted(handler.keys()[2:]) == ["a", "b", "c"]
+    finally:
+        await queue.stop(grace=1.0)
+    clock.advance(60)
+    await settle()
+    assert len(handler.calls) == 5  # the timer ended with the stop
+    # A restart resyncs at once again (what the stopped queue dropped is owned again).
+    queue.start(resync=lambda: ["z"])
+    try:
+        await settle()
+        assert handler.keys()[-1] == "z"
+    finally:
+        await queue.stop(grace=1.0)

@@ -25,7 +25,6 @@ answer come from the :class:`~multikueue.integrations.registry.IntegrationSet`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -46,8 +45,7 @@ from multikueue.core.cache import Cache
 from multikueue.integrations.base import Adapter
 from multikueue.integrations.binding import bound_workload_name
 from multikueue.integrations.registry import IntegrationSet
-from multikueue.runtime.tasks import cancel_and_wait
-from multikueue.runtime.workqueue import WorkQueue, every
+from multikueue.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger(__name__)
 
@@ -121,10 +119,6 @@ class MultiKueueController:
 
     # -- what triggers a reconcile -----------------------------------------------------
 
-    #: The periodic resync of the current run (between :meth:`start` and :meth:`stop`).
-    _resync_task: asyncio.Task[None] | None = None
-    _resync_stop: asyncio.Event | None = None
-
     def start(self) -> None:
         """Start reconciling (this replica leads): plan every Workload now, then every RESYNC_SECONDS.
 
@@ -132,30 +126,11 @@ class MultiKueueController:
         events), so the first resync is what re-plans it. Call once the cache
         is current again, or the plans are made on a stale picture.
         """
-        self.queue.start()
-        self._resync_stop = asyncio.Event()
-        # The queue's clock, so tests drive the period with a FakeClock.
-        self._resync_task = asyncio.create_task(
-            every(self.queue.clock, RESYNC_SECONDS, self._resync_stop, self.resync), name="multikueue resync"
-        )
-        self.resync()
+        self.queue.start(resync=self.owned, every=RESYNC_SECONDS)
 
     async def stop(self) -> None:
         """Stop reconciling: the resync timer ends and running passes are cancelled (see WorkQueue.stop)."""
-        task, self._resync_task = self._resync_task, None
-        if self._resync_stop is not None:
-            self._resync_stop.set()
-        await cancel_and_wait(task)
         await self.queue.stop()
-
-    def resync(self) -> None:
-        """Queue every Workload this check owns: one pass over the cache, no API call.
-
-        The queue coalesces it with whatever is already waiting, so a resync
-        adds at most one pass per Workload.
-        """
-        self.reconcile_all()
-        log.debug("multikueue resync", waiting=len(self.queue))
 
     def schedule(self, key: WorkloadKey, delay: float = 0.0) -> None:
         self.queue.add(key, delay=delay)
@@ -167,12 +142,17 @@ class MultiKueueController:
     def workload_deleted(self, key: WorkloadKey) -> None:
         self.schedule(key)
 
+    def owned(self) -> list[WorkloadKey]:
+        """Every Workload this check owns or has dispatched: one pass over the cache, no API call."""
+        return [
+            key
+            for key, wl in self.cache.workloads_items()
+            if self.clusters.check_of(wl) is not None
+            or (wl.status and (wl.status.cluster_name or wl.status.nominated_cluster_names))
+        ]
+
     def reconcile_all(self) -> None:
-        for key, wl in self.cache.workloads_items():
-            if self.clusters.check_of(wl) is not None or (
-                wl.status and (wl.status.cluster_name or wl.status.nominated_cluster_names)
-            ):
-                self.schedule(key)
+        self.queue.add_all(self.owned())
 
     def remote_changed(self, remote: RemoteCluster, kind: str, obj: dict[str, Any] | None) -> None:
         if obj is None:

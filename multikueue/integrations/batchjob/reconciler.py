@@ -17,7 +17,6 @@ stays managed whatever its namespace's labels become.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,8 +37,7 @@ from multikueue.core.cache import Cache
 from multikueue.core.matching import selector_matches
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
-from multikueue.runtime.tasks import cancel_and_wait
-from multikueue.runtime.workqueue import WorkQueue, every
+from multikueue.runtime.workqueue import WorkQueue
 from multikueue.runtime.writer import WorkloadWriter
 from multikueue.api.resources import JOBS, WORKLOADS
 
@@ -81,8 +79,6 @@ class JobReconciler:
         self.queue: WorkQueue[JobKey] = WorkQueue(
             "jobs", self._handle, workers=8, expected=(ApiException, HTTPError, OSError), format_key=lambda k: f"{k[0]}/{k[1]}"
         )
-        self._resync_stop: asyncio.Event | None = None
-        self._resync_task: asyncio.Task[None] | None = None
 
     def _enqueue(self, key: JobKey) -> None:
         """Queue ``key``: handled once the queue runs (this replica leads), dropped while it is stopped."""
@@ -98,16 +94,7 @@ class JobReconciler:
         reconcile per Job, and an unchanged Job costs no API call.
         """
         if not self.queue.started:
-            self.queue.start()
-            self._resync_stop = asyncio.Event()
-            self._resync_task = asyncio.create_task(
-                every(self.queue.clock, RESYNC_SECONDS, self._resync_stop, self.resync), name="jobs resync"
-            )
-            self.resync()
-
-    def resync(self) -> None:
-        for key in list(self._jobs):
-            self.queue.add(key)
+            self.queue.start(resync=lambda: list(self._jobs), every=RESYNC_SECONDS)
 
     async def _handle(self, key: JobKey) -> float | None:
         job = self._jobs.get(key)
@@ -117,10 +104,6 @@ class JobReconciler:
 
     async def stop(self) -> None:
         """Stop reconciling (leadership lost, or the process ends): no write after this returns."""
-        task, self._resync_task = self._resync_task, None
-        if self._resync_stop is not None:
-            self._resync_stop.set()
-        await cancel_and_wait(task)
         await self.queue.stop()
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:

@@ -40,6 +40,10 @@ unbounded (measured in ``tests/integrations/external/test_cel_bounds.py``):
   the budget: nothing is left running behind an abandoned result. Entries'
   expressions are written by the platform admin, so no expression is refused
   at load for its shape; the budget is what bounds them on tenant data.
+
+Over 500 lines on purpose: the conversion, the cost budget and the evaluator
+that enforces it are one safety argument (what a tenant's object can make an
+expression cost), and it is read as one.
 """
 
 from __future__ import annotations

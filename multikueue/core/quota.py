@@ -52,6 +52,7 @@ __all__ = [
     "add_usage",
     "available",
     "borrows",
+    "copy_tree",
     "guaranteed",
     "leaves",
     "potential_available",
@@ -207,6 +208,28 @@ def leaves(node: QuotaNode) -> Iterator[QuotaNode]:
         return
     for child in node.children:
         yield from leaves(child)
+
+
+def copy_tree(node: QuotaNode) -> QuotaNode:
+    """A copy of the whole tree ``node`` is in (quotas, usage, shape); returns the copy of ``node``.
+
+    For what-if simulations (preemption removes and adds back usage) that
+    must not touch the live tree the cache keeps.
+    """
+    copies: dict[int, QuotaNode] = {}
+
+    def clone(original: QuotaNode, parent: QuotaNode | None) -> None:
+        twin = QuotaNode(original.name, is_cohort=original.is_cohort, quotas=original.quotas, usage=original.usage)
+        twin.subtree_quota = dict(original.subtree_quota)
+        twin.parent = parent
+        if parent is not None:
+            parent.children.append(twin)
+        copies[id(original)] = twin
+        for child in original.children:
+            clone(child, twin)
+
+    clone(root_of(node), None)
+    return copies[id(node)]
 
 
 def refresh_tree(node: QuotaNode) -> None:

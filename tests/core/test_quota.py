@@ -13,6 +13,7 @@ from multikueue.core.quota import (
     add_usage,
     available,
     borrows,
+    copy_tree,
     guaranteed,
     potential_available,
     quotas_from_groups,
@@ -173,3 +174,18 @@ def test_quotas_from_cluster_queue_groups() -> None:
     quotas = quotas_from_groups(cq.spec.resource_groups)
     assert quotas[CPU] == ResourceQuota(D(9), D(1), None)
     assert quotas[("default-flavor", "memory")] == ResourceQuota(D(36 * 2**30), None, D(4 * 2**30))
+
+
+def test_copy_tree_is_independent_of_the_original() -> None:
+    a, b = queue("a", 5, lending=2), queue("b", 5)
+    root = cohort(a, b)
+    add_usage(b, CPU, D(7))
+    a_copy = copy_tree(a)
+    assert a_copy is not a and a_copy.name == "a" and a_copy.parent is not None
+    root_copy = a_copy.parent
+    assert root_copy.name == root.name and [c.name for c in root_copy.children] == ["a", "b"]
+    assert available(a_copy, CPU) == available(a, CPU)
+    b_copy = root_copy.children[1]
+    remove_usage(b_copy, CPU, D(7))
+    assert b.usage[CPU] == 7 and root.usage[CPU] == 7  # the original is untouched
+    assert available(a_copy, CPU) == 10 and available(a, CPU) == 3

@@ -1,0 +1,615 @@
+"""Which admitted Workloads to preempt so that a pending one fits (pure; classical preemption).
+
+:func:`plan_preemption` takes a pending Workload that does not fit
+(:class:`Preemptor`) and what it would preempt in (:class:`PreemptionContext`:
+its ClusterQueue's quota node, the queue's ``spec.preemption``, the admitted
+Workloads holding quota in the same quota tree) and returns a
+:class:`PreemptionPlan`: either the minimal list of :class:`Victim` s, each
+with the reason for its ``Preempted`` condition and upstream's message, or
+why preemption cannot help. No I/O, no clock (``ctx.now``), and the quota
+tree passed in is not modified (the simulation runs on a copy,
+:func:`multikueue.core.quota.copy_tree`).
+
+The behaviour reference is upstream Kueue's classical preemption
+(``pkg/scheduler/preemption``: ``preemption.go``, ``classical/``,
+``common/``, v0.19). Facts carried over:
+
+- candidates are admitted Workloads that use at least one (flavor, resource)
+  the preemptor needs preempting for, and that the ClusterQueue's policy
+  allows: ``withinClusterQueue`` for its own Workloads, ``reclaimWithinCohort``
+  for other ClusterQueues' Workloads, and only from ClusterQueues (and the
+  cohorts between them and the common ancestor) that are above their nominal
+  quota in those resources;
+- a candidate of another ClusterQueue is preempted for
+  ``InCohortReclamation`` when the preemptor has the hierarchical advantage
+  (its request fits in the quota of a subtree the candidate only borrows
+  from), or when the preemptor will not borrow after the preemption; for
+  ``InCohortReclaimWhileBorrowing`` when ``borrowWithinCohort`` is
+  ``LowerPriority``, the candidate's priority is lower than the preemptor's
+  and not above ``maxPriorityThreshold``;
+- candidates are tried in this order: Workloads already being evicted first,
+  then other ClusterQueues' before the preemptor's own, then lower priority
+  first, then the most recently admitted (``QuotaReserved`` transition)
+  first, then by UID; hierarchical-advantage candidates before the others,
+  and the preemptor's own queue last, within both the evicted and the
+  not-evicted part;
+- candidates are removed in that order until the preemptor fits (in a run
+  that allows it to borrow, or one that does not, tried in upstream's order);
+  then each victim but the last is added back, last to first, and dropped
+  from the list when the preemptor still fits without it (the "fill back"),
+  so every victim left is needed;
+- "fits" is the scheduler's quota arithmetic (:mod:`multikueue.core.quota`):
+  every (flavor, resource) the preemptor uses is at most what its
+  ClusterQueue may still use, and, in a run without borrowing, does not take
+  the queue above its nominal quota.
+
+Contract with the caller (the scheduler, once wired):
+
+- call it only for a Workload whose flavor assignment failed for lack of
+  unused quota, with the assignment it would use (``Preemptor.usage``, every
+  (flavor, resource) it takes, and ``needs_preemption``, the pairs that did
+  not fit; :func:`resources_needing_preemption` computes them). Workloads that
+  can never fit (request above maximum capacity) are not for preemption;
+- ``ctx.node`` is the preemptor's ClusterQueue node of the live quota tree,
+  whose usage already counts every Workload in ``ctx.admitted`` (and
+  Workloads assumed this cycle); ``ctx.admitted`` lists every Workload
+  holding quota in that tree, already-evicted ones still holding quota
+  included (with ``evicted=True``); others are ignored;
+- for a plan with victims: evict each victim (``Evicted=True`` with reason
+  ``Preempted`` and ``Preempted=True`` with ``Victim.reason``, both with
+  ``Victim.message``), requeue it as any evicted Workload, and leave the
+  preemptor pending (``QuotaReserved=False``, reason ``Pending``: upstream's
+  ``WaitingForPreemptedWorkloads`` only shows behind its
+  ``UnadmittedWorkloadsObservability`` gate) with
+  :meth:`PreemptionPlan.preemptor_message`. The
+  preemptor does not reserve quota in this cycle: it is admitted by a later
+  cycle once the victims' quota is released. Victims claimed by another
+  preemptor in the same cycle must not be used twice (upstream skips such a
+  preemptor for the cycle);
+- for a plan without victims: the preemptor stays pending with the flavor
+  assigner's message (upstream says nothing more to the Workload; the plan's
+  ``message`` is for logs and events).
+
+Priorities are effective priorities (upstream's priority boost, if ever
+supported, is the caller's business). ``Preemptor.queued_at`` and
+``AdmittedWorkload.queued_at`` are upstream's queue order timestamp (the
+creation time, or the eviction time where upstream uses that) and decide
+``LowerOrNewerEqualPriority``.
+
+Fair sharing (``InCohortFairSharing``) is not implemented. The extension
+point is the search step: :func:`plan_preemption` hands a
+:class:`_Simulation` to a search function (here :func:`_classical_search`)
+that removes candidates until the preemptor fits and returns them; a fair
+sharing search would be another such function over the same simulation and
+:func:`_fill_back`, chosen by a strategy argument that does not exist yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from enum import Enum, StrEnum, auto
+
+from multikueue.api.clusterqueue import (
+    BorrowWithinCohortPolicy,
+    ClusterQueuePreemption,
+    ReclaimWithinCohortPolicy,
+    WithinClusterQueuePolicy,
+)
+from multikueue.api.constants import PreemptionReason
+from multikueue.core.cache.store import WorkloadKey
+from multikueue.core.quota import (
+    ZERO,
+    FlavorResource,
+    QuotaNode,
+    add_usage,
+    available,
+    borrows,
+    copy_tree,
+    guaranteed,
+    leaves,
+    remove_usage,
+    root_of,
+)
+
+__all__ = [
+    "HUMAN_READABLE_REASONS",
+    "NOT_ENOUGH_CANDIDATES_MESSAGE",
+    "NO_CANDIDATES_MESSAGE",
+    "PENDING_PREEMPTION_SUFFIX",
+    "PREEMPTED_MESSAGE",
+    "AdmittedWorkload",
+    "Outcome",
+    "PreemptionContext",
+    "PreemptionPlan",
+    "Preemptor",
+    "Victim",
+    "cluster_queue_path",
+    "plan_preemption",
+    "resources_needing_preemption",
+    "satisfies_policy",
+]
+
+# --- messages (upstream's wording, pkg/scheduler/preemption/preemption.go and pkg/scheduler/scheduler.go) ----
+
+#: ``HumanReadablePreemptionReasons``: the reason's words in :data:`PREEMPTED_MESSAGE`.
+HUMAN_READABLE_REASONS: Mapping[str, str] = {
+    PreemptionReason.IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    PreemptionReason.IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    PreemptionReason.IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
+    PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+#: ``preemptionMessage``: the message of a victim's ``Evicted`` and ``Preempted`` conditions.
+PREEMPTED_MESSAGE = (
+    "Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {reason}; "
+    "preemptor path: {preemptor_path}; preemptee path: {preemptee_path}"
+)
+#: The scheduler appends this to the preemptor's pending message while its victims are evicted.
+PENDING_PREEMPTION_SUFFIX = ". Pending the preemption of {count} workload(s)"
+#: Upstream logs this when no Workload may be preempted (the Workload's own message does not change).
+NO_CANDIDATES_MESSAGE = "Workload requires preemption, but there are no candidate workloads allowed for preemption"
+#: Ours: upstream does not tell this case apart from the one above.
+NOT_ENOUGH_CANDIDATES_MESSAGE = (
+    "Workload requires preemption, but preempting every candidate workload allowed for preemption would not free "
+    "enough quota"
+)
+_UNKNOWN = "UNKNOWN"
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdmittedWorkload:
+    """A Workload holding quota in the preemptor's quota tree: a possible victim."""
+
+    key: WorkloadKey
+    cluster_queue: str
+    #: Effective priority.
+    priority: int
+    #: The quota it holds, per (flavor, resource) (:func:`~multikueue.core.cache.admission_usage`).
+    usage: Mapping[FlavorResource, Decimal]
+    #: Upstream's queue order timestamp (creation time); decides ``LowerOrNewerEqualPriority``.
+    queued_at: datetime
+    #: ``lastTransitionTime`` of ``QuotaReserved=True``; ``None`` (not seen yet) counts as ``ctx.now``.
+    quota_reserved_at: datetime | None
+    #: Already being evicted (``Evicted=True``) but still holding quota: preempted first.
+    evicted: bool = False
+    #: ``metadata.uid``: the last tie-break of the candidate order.
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class Preemptor:
+    """The pending Workload that needs quota."""
+
+    key: WorkloadKey
+    cluster_queue: str
+    #: Effective priority.
+    priority: int
+    #: Upstream's queue order timestamp (creation time).
+    queued_at: datetime
+    #: Every (flavor, resource) the flavor assignment takes, with the amount (zero amounts included).
+    usage: Mapping[FlavorResource, Decimal]
+    #: The pairs of ``usage`` that do not fit now (upstream's assignment mode ``Preempt``); only
+    #: Workloads using one of them are candidates. ``None``: computed with :func:`resources_needing_preemption`.
+    needs_preemption: frozenset[FlavorResource] | None = None
+    #: ``metadata.uid`` and the job's UID label, quoted in the victims' messages (``UNKNOWN`` when empty).
+    uid: str = ""
+    job_uid: str = ""
+
+
+@dataclass(frozen=True)
+class PreemptionContext:
+    """Everything :func:`plan_preemption` needs besides the preemptor."""
+
+    #: The preemptor's ClusterQueue node in the live quota tree (read, never modified).
+    node: QuotaNode
+    #: The preemptor ClusterQueue's ``spec.preemption``.
+    policy: ClusterQueuePreemption
+    #: Every Workload holding quota in that tree; Workloads of other trees are ignored.
+    admitted: Sequence[AdmittedWorkload]
+    #: Stands in for a ``quota_reserved_at`` not known yet.
+    now: datetime
+
+
+# --- outputs ---------------------------------------------------------------------------------------
+
+
+class Outcome(StrEnum):
+    """What the plan says."""
+
+    #: Evict the victims, then the preemptor fits.
+    PREEMPT = "Preempt"
+    #: It fits already: nothing to preempt (the caller should not have asked).
+    FITS = "Fits"
+    #: No admitted Workload may be preempted (policies, priorities, nobody borrowing the needed resources).
+    NO_CANDIDATES = "NoCandidates"
+    #: Some may, but even all of them would not free enough quota.
+    NOT_ENOUGH_CANDIDATES = "NotEnoughCandidates"
+
+
+@dataclass(frozen=True)
+class Victim:
+    """One Workload to preempt."""
+
+    workload: AdmittedWorkload
+    #: A :class:`~multikueue.api.constants.PreemptionReason` value, for the ``Preempted`` condition.
+    reason: str
+    #: Upstream's message for both its ``Evicted`` and ``Preempted`` conditions.
+    message: str
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """The decision: victims to evict (outcome ``Preempt``), or why there are none."""
+
+    outcome: Outcome
+    #: In the order they were chosen (the candidate order).
+    victims: tuple[Victim, ...] = ()
+    #: Why there are no victims (empty for ``Preempt``); for logs and events, not the Workload.
+    message: str = ""
+
+    @property
+    def preempts(self) -> bool:
+        """Whether there are victims to evict."""
+        return self.outcome == Outcome.PREEMPT
+
+    def preemptor_message(self, assignment_message: str) -> str:
+        """The preemptor's pending message: the flavor assigner's, plus upstream's note while victims go."""
+        if not self.victims:
+            return assignment_message
+        return assignment_message + PENDING_PREEMPTION_SUFFIX.format(count=len(self.victims))
+
+
+# --- small pure helpers -------------------------------------------------------------------------------
+
+
+def resources_needing_preemption(node: QuotaNode, usage: Mapping[FlavorResource, Decimal]) -> frozenset[FlavorResource]:
+    """The (flavor, resource) pairs of ``usage`` that do not fit in what the ClusterQueue ``node`` may still use.
+
+    Upstream's flavor assigner gives these the mode ``Preempt`` (when they fit
+    in the maximum capacity; it also asks its preemption oracle first, which
+    is not modelled here).
+    """
+    return frozenset(fr for fr, amount in usage.items() if amount > max(ZERO, available(node, fr)))
+
+
+def satisfies_policy(policy: str, preemptor: Preemptor, candidate: AdmittedWorkload) -> bool:
+    """Whether a ``withinClusterQueue``/``reclaimWithinCohort`` policy value lets the preemptor preempt the candidate.
+
+    ``LowerOrNewerEqualPriority`` also takes an equal-priority candidate that
+    was queued after the preemptor (upstream's optional 5-minute buffer,
+    feature gate ``SchedulerTimestampPreemptionBuffer``, is off by default and
+    not modelled).
+    """
+    lower = preemptor.priority > candidate.priority
+    if policy == WithinClusterQueuePolicy.LOWER_PRIORITY:  # the same word in both policies
+        return lower
+    if policy == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return lower or (preemptor.priority == candidate.priority and preemptor.queued_at < candidate.queued_at)
+    return policy == ReclaimWithinCohortPolicy.ANY
+
+
+def cluster_queue_path(node: QuotaNode) -> str:
+    """``/root-cohort/.../cluster-queue``: how upstream's messages name a ClusterQueue's place in the tree."""
+    names: list[str] = []
+    current: QuotaNode | None = node
+    while current is not None:
+        names.append(current.name)
+        current = current.parent
+    return "/" + "/".join(reversed(names))
+
+
+def _within_nominal(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
+    """Upstream's ``IsWithinNominalInResources``: the node's usage is at most its (subtree) quota in every pair."""
+    return all(node.usage.get(fr, ZERO) <= node.subtree_quota.get(fr, ZERO) for fr in frs)
+
+
+def _fits_in_quota(
+    node: QuotaNode, requests: Mapping[FlavorResource, Decimal]
+) -> tuple[bool, dict[FlavorResource, Decimal]]:
+    """Upstream's ``QuantitiesFitInQuota``: whether the requests fit in the node's own (subtree) quota,
+    and what is left of them after the node's guaranteed (unlendable) part."""
+    fits = True
+    remaining: dict[FlavorResource, Decimal] = {}
+    for fr, amount in requests.items():
+        usage = node.usage.get(fr, ZERO)
+        if usage + amount > node.subtree_quota.get(fr, ZERO):
+            fits = False
+        remaining[fr] = max(ZERO, amount - max(ZERO, guaranteed(node, fr) - usage))
+    return fits, remaining
+
+
+def _uses_any(workload: AdmittedWorkload, frs: frozenset[FlavorResource]) -> bool:
+    return any(fr in frs for fr in workload.usage)
+
+
+# --- the simulation ---------------------------------------------------------------------------------------
+
+
+class _Variant(Enum):
+    """How a candidate may be preempted (upstream's ``preemptionVariant``)."""
+
+    WITHIN_CLUSTER_QUEUE = auto()
+    #: The preemptor has the hierarchical advantage: it reclaims quota of its own subtree.
+    HIERARCHICAL_RECLAIM = auto()
+    #: Only if the preemptor does not borrow after the preemption.
+    RECLAIM_WITHOUT_BORROWING = auto()
+    #: Even if the preemptor borrows (``borrowWithinCohort``).
+    RECLAIM_WHILE_BORROWING = auto()
+
+    @property
+    def reason(self) -> str:
+        """The victim's ``Preempted`` reason."""
+        if self is _Variant.WITHIN_CLUSTER_QUEUE:
+            return PreemptionReason.IN_CLUSTER_QUEUE
+        if self is _Variant.RECLAIM_WHILE_BORROWING:
+            return PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
+        return PreemptionReason.IN_COHORT_RECLAMATION
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    workload: AdmittedWorkload
+    variant: _Variant
+    #: For another ClusterQueue's Workload: the cohort where the preemptor's and its paths meet.
+    meeting_point: QuotaNode | None
+
+
+@dataclass
+class _Simulation:
+    """A private copy of the quota tree in which Workloads are removed and added back."""
+
+    preemptor: Preemptor
+    needs: frozenset[FlavorResource]
+    node: QuotaNode
+    queues: dict[str, QuotaNode]
+    workloads: dict[str, list[AdmittedWorkload]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, preemptor: Preemptor, ctx: PreemptionContext) -> _Simulation:
+        node = copy_tree(ctx.node)
+        queues = {leaf.name: leaf for leaf in leaves(root_of(node))}
+        needs = preemptor.needs_preemption
+        if needs is None:
+            needs = resources_needing_preemption(node, preemptor.usage)
+        sim = cls(preemptor, needs, node, queues)
+        for workload in ctx.admitted:
+            if workload.cluster_queue in queues and workload.key != preemptor.key:
+                sim.workloads.setdefault(workload.cluster_queue, []).append(workload)
+        return sim
+
+    def remove(self, workload: AdmittedWorkload) -> None:
+        node = self.queues[workload.cluster_queue]
+        for fr, amount in workload.usage.items():
+            remove_usage(node, fr, amount)
+
+    def add(self, workload: AdmittedWorkload) -> None:
+        node = self.queues[workload.cluster_queue]
+        for fr, amount in workload.usage.items():
+            add_usage(node, fr, amount)
+
+    def fits(self, *, allow_borrowing: bool) -> bool:
+        """Upstream's ``workloadFits``: every pair of the preemptor's usage fits, without borrowing if asked."""
+        for fr, amount in self.preemptor.usage.items():
+            if not allow_borrowing and borrows(self.node, fr, amount):
+                return False
+            if amount > max(ZERO, available(self.node, fr)):
+                return False
+        return True
+
+    def under_nominal(self) -> bool:
+        """Upstream's ``queueUnderNominalInResourcesNeedingPreemption``: strictly below nominal in every needed pair."""
+        return all(self.node.usage.get(fr, ZERO) < self.node.subtree_quota.get(fr, ZERO) for fr in self.needs)
+
+
+# --- candidates ---------------------------------------------------------------------------------------------
+
+
+def _borrowing_forbidden(policy: ClusterQueuePreemption) -> bool:
+    return policy.borrow_within_cohort.policy == BorrowWithinCohortPolicy.NEVER
+
+
+def _classify(
+    sim: _Simulation, policy: ClusterQueuePreemption, workload: AdmittedWorkload, advantage: bool
+) -> _Variant | None:
+    """How the preemptor may preempt this Workload; ``None``: it may not (upstream's ``classifyPreemptionVariant``)."""
+    if not _uses_any(workload, sim.needs):
+        return None
+    own = workload.cluster_queue == sim.preemptor.cluster_queue
+    rule = policy.within_cluster_queue if own else policy.reclaim_within_cohort
+    if not satisfies_policy(rule.value, sim.preemptor, workload):
+        return None
+    if own:
+        return _Variant.WITHIN_CLUSTER_QUEUE
+    if advantage:
+        return _Variant.HIERARCHICAL_RECLAIM
+    if _borrowing_forbidden(policy):
+        return _Variant.RECLAIM_WITHOUT_BORROWING
+    threshold = policy.borrow_within_cohort.max_priority_threshold
+    above = workload.priority >= sim.preemptor.priority or (threshold is not None and workload.priority > threshold)
+    return _Variant.RECLAIM_WITHOUT_BORROWING if above else _Variant.RECLAIM_WHILE_BORROWING
+
+
+def _from_queue(
+    sim: _Simulation, policy: ClusterQueuePreemption, queue: str, meeting_point: QuotaNode | None, advantage: bool
+) -> list[_Candidate]:
+    result = []
+    for workload in sim.workloads.get(queue, ()):
+        variant = _classify(sim, policy, workload, advantage)
+        if variant is not None:
+            result.append(_Candidate(workload, variant, meeting_point))
+    return result
+
+
+def _collect_in_subtree(
+    sim: _Simulation,
+    policy: ClusterQueuePreemption,
+    current: QuotaNode,
+    subtree_root: QuotaNode,
+    skip: QuotaNode | None,
+    advantage: bool,
+    into: list[_Candidate],
+) -> None:
+    """Candidates of the ClusterQueues below ``current`` that are above nominal, down paths that are above nominal."""
+    for child in current.children:
+        if child is skip or child is sim.node or _within_nominal(child, sim.needs):
+            continue
+        if child.is_cohort:
+            _collect_in_subtree(sim, policy, child, subtree_root, skip, advantage, into)
+        else:
+            into.extend(_from_queue(sim, policy, child.name, subtree_root, advantage))
+
+
+def _cohort_candidates(sim: _Simulation, policy: ClusterQueuePreemption) -> tuple[list[_Candidate], list[_Candidate]]:
+    """Other ClusterQueues' candidates: (with hierarchical advantage, without).
+
+    Walking up from the preemptor's cohort, each level's new subtree is
+    searched; once the preemptor's request fits in the quota of the subtree
+    walked so far, it has the advantage over everything found further up.
+    """
+    with_advantage: list[_Candidate] = []
+    by_priority: list[_Candidate] = []
+    if sim.node.parent is None or policy.reclaim_within_cohort == ReclaimWithinCohortPolicy.NEVER:
+        return with_advantage, by_priority
+    advantage, remaining = _fits_in_quota(sim.node, sim.preemptor.usage)
+    previous: QuotaNode | None = None
+    cohort = sim.node.parent
+    while cohort is not None:
+        into = with_advantage if advantage else by_priority
+        _collect_in_subtree(sim, policy, cohort, cohort, previous, advantage, into)
+        fits, remaining = _fits_in_quota(cohort, remaining)
+        advantage = advantage or fits
+        previous, cohort = cohort, cohort.parent
+    return with_advantage, by_priority
+
+
+def _order_key(candidate: _Candidate, cluster_queue: str, now: datetime) -> tuple[object, ...]:
+    """Upstream's ``CandidatesOrdering`` (without the LocalQueue fair-sharing usage step)."""
+    workload = candidate.workload
+    reserved = workload.quota_reserved_at or now
+    return (
+        not workload.evicted,
+        workload.cluster_queue == cluster_queue,
+        workload.priority,
+        -reserved.timestamp(),
+        workload.uid,
+        workload.key,
+    )
+
+
+@dataclass
+class _Candidates:
+    ordered: list[_Candidate]
+    none_from_other_queues: bool
+    none_with_advantage: bool
+
+
+def _candidates(sim: _Simulation, policy: ClusterQueuePreemption, now: datetime) -> _Candidates:
+    own: list[_Candidate] = []
+    if policy.within_cluster_queue != WithinClusterQueuePolicy.NEVER:
+        own = _from_queue(sim, policy, sim.preemptor.cluster_queue, None, False)
+    with_advantage, by_priority = _cohort_candidates(sim, policy)
+    groups = [with_advantage, by_priority, own]
+    for group in groups:
+        group.sort(key=lambda c: _order_key(c, sim.preemptor.cluster_queue, now))
+    evicted = [c for group in groups for c in group if c.workload.evicted]
+    running = [c for group in groups for c in group if not c.workload.evicted]
+    return _Candidates(
+        ordered=evicted + running,
+        none_from_other_queues=not with_advantage and not by_priority,
+        none_with_advantage=not with_advantage,
+    )
+
+
+def _still_valid(sim: _Simulation, candidate: _Candidate, allow_borrowing: bool) -> bool:
+    """Whether the candidate may still be taken in this run (earlier removals may have ended its queue's borrowing)."""
+    workload = candidate.workload
+    if workload.cluster_queue == sim.preemptor.cluster_queue:
+        return True
+    if allow_borrowing and candidate.variant is _Variant.RECLAIM_WITHOUT_BORROWING:
+        return False
+    node: QuotaNode | None = sim.queues[workload.cluster_queue]
+    while node is not None and node is not candidate.meeting_point:
+        if _within_nominal(node, sim.needs):
+            return False
+        node = node.parent
+    return True
+
+
+# --- the search -----------------------------------------------------------------------------------------------
+
+
+def _fill_back(sim: _Simulation, targets: list[_Candidate], *, allow_borrowing: bool) -> list[_Candidate]:
+    """Add back every victim but the last, last to first; keep out only those the preemptor still needs gone."""
+    dropped: set[int] = set()
+    for index in range(len(targets) - 2, -1, -1):
+        workload = targets[index].workload
+        sim.add(workload)
+        if sim.fits(allow_borrowing=allow_borrowing):
+            dropped.add(index)
+        else:
+            sim.remove(workload)
+    return [c for index, c in enumerate(targets) if index not in dropped]
+
+
+def _classical_search(
+    sim: _Simulation, policy: ClusterQueuePreemption, candidates: _Candidates
+) -> list[_Candidate] | None:
+    """Upstream's ``classicalPreemptions``: the victims, or ``None`` when no run makes the preemptor fit.
+
+    A run either lets the preemptor borrow after the preemption (then
+    candidates allowed only without borrowing are skipped) or not; upstream
+    tries them in the order chosen below.
+    """
+    forbidden = _borrowing_forbidden(policy)
+    if candidates.none_from_other_queues or (forbidden and not sim.under_nominal()):
+        runs = (True,)
+    elif forbidden and candidates.none_with_advantage:
+        runs = (False, True)
+    else:
+        runs = (True, False)
+    for allow_borrowing in runs:
+        targets: list[_Candidate] = []
+        for candidate in candidates.ordered:
+            if not _still_valid(sim, candidate, allow_borrowing):
+                continue
+            sim.remove(candidate.workload)
+            targets.append(candidate)
+            if sim.fits(allow_borrowing=allow_borrowing):
+                return _fill_back(sim, targets, allow_borrowing=allow_borrowing)
+        for candidate in targets:
+            sim.add(candidate.workload)
+    return None
+
+
+def plan_preemption(preemptor: Preemptor, ctx: PreemptionContext) -> PreemptionPlan:
+    """Decide which admitted Workloads to preempt so that ``preemptor`` fits (see the module docstring)."""
+    sim = _Simulation.build(preemptor, ctx)
+    if sim.fits(allow_borrowing=True):
+        return PreemptionPlan(Outcome.FITS)
+    candidates = _candidates(sim, ctx.policy, ctx.now)
+    if not candidates.ordered:
+        return PreemptionPlan(Outcome.NO_CANDIDATES, message=NO_CANDIDATES_MESSAGE)
+    chosen = _classical_search(sim, ctx.policy, candidates)
+    if chosen is None:
+        return PreemptionPlan(Outcome.NOT_ENOUGH_CANDIDATES, message=NOT_ENOUGH_CANDIDATES_MESSAGE)
+    preemptor_path = cluster_queue_path(sim.node)
+    victims = tuple(
+        Victim(
+            workload=c.workload,
+            reason=c.variant.reason,
+            message=PREEMPTED_MESSAGE.format(
+                uid=preemptor.uid or _UNKNOWN,
+                job_uid=preemptor.job_uid or _UNKNOWN,
+                reason=HUMAN_READABLE_REASONS[c.variant.reason],
+                preemptor_path=preemptor_path,
+                preemptee_path=cluster_queue_path(sim.queues[c.workload.cluster_queue]),
+            ),
+        )
+        for c in chosen
+    )
+    return PreemptionPlan(Outcome.PREEMPT, victims)

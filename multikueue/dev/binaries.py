@@ -4,11 +4,19 @@ The control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) is one Go program in ``hack/controlplane`` of the source
 checkout, built from the pinned ``k8s.io/kubernetes`` module; kwok comes from
 its own module. Both are built once into a cache folder outside the repository
-and reused, keyed by version so a pin change triggers a rebuild.
+and reused. The control plane's file name carries a hash of its sources and
+link flags, so any change to them (a new pin, a code change) rebuilds it; kwok
+is keyed by its version.
+
+The control plane is stamped with its release (``-X k8s.io/component-base/version...``):
+without it the apiserver reports ``v0.0.0-master+$Format:%H$``, which
+``kubectl version`` cannot parse and which clients that check the server's
+version (knative's start-up check in Tekton's controller) refuse.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -45,14 +53,37 @@ class BuildReport:
     seconds: float
 
 
+#: The link flags of the control plane: its release, as Kubernetes' own build stamps it.
+CONTROLPLANE_LDFLAGS = " ".join(
+    [
+        "-s -w",
+        f"-X k8s.io/component-base/version.gitVersion={KUBERNETES_VERSION}",
+        "-X k8s.io/component-base/version.gitMajor={}".format(KUBERNETES_VERSION.lstrip("v").split(".")[0]),
+        "-X k8s.io/component-base/version.gitMinor={}".format(KUBERNETES_VERSION.split(".")[1]),
+        "-X k8s.io/component-base/version.gitTreeState=clean",
+        "-X k8s.io/component-base/version.gitCommit=0000000000000000000000000000000000000000",
+        "-X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z",
+    ]
+)
+
+
 def binaries_dir() -> Path:
     return cache_dir() / "bin"
+
+
+def controlplane_key() -> str:
+    """A hash of what the control-plane binary is made of: its module's files and its link flags."""
+    module = source_checkout() / "hack" / "controlplane"
+    digest = hashlib.sha256(CONTROLPLANE_LDFLAGS.encode())
+    for path in sorted(p for p in module.iterdir() if p.suffix == ".go" or p.name in ("go.mod", "go.sum")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def expected_binaries() -> Binaries:
     directory = binaries_dir()
     return Binaries(
-        controlplane=directory / f"controlplane-{KUBERNETES_VERSION}",
+        controlplane=directory / f"controlplane-{KUBERNETES_VERSION}-{controlplane_key()}",
         kwok=directory / f"kwok-{KWOK_VERSION}",
     )
 
@@ -100,12 +131,15 @@ def ensure_binaries(rebuild: bool = False) -> BuildReport:
         tmp = target.controlplane.with_suffix(".tmp")
         _go_build(
             go,
-            ["build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "."],
+            ["build", "-trimpath", f"-ldflags={CONTROLPLANE_LDFLAGS}", "-o", str(tmp), "."],
             module,
             env,
             f"the control plane (Kubernetes {KUBERNETES_VERSION})",
         )
         tmp.replace(target.controlplane)
+        for older in target.controlplane.parent.glob("controlplane-*"):  # earlier builds: 200 MB each
+            if older != target.controlplane and older.suffix != ".tmp":
+                older.unlink(missing_ok=True)
         built.append(target.controlplane.name)
     if target.kwok in missing:
         gobin = target.kwok.parent / "kwok-build"

@@ -10,7 +10,12 @@
 # hack/image.sh (Docker installed and started if needed), its tests, the
 # install on a bare cluster, and the MultiKueue e2e tests plus the leader's
 # container killed, with every controller from the image installed by
-# config/default and config/worker (--controllers image).
+# config/default and config/worker (--controllers image); then two kind
+# passes (kind-configs/up.sh: kind and the offline node image built when
+# missing): the e2e tests marked upstream_worker on kind clusters whose worker2
+# runs upstream Kueue (--upstream-worker worker2), then the e2e suite on kind
+# clusters running this project's controller everywhere; the clusters are
+# removed at the end.
 # Extra arguments go to pytest instead, for one pass, e.g. `hack/test.sh -m unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,4 +49,13 @@ run_pytest || code=$?
 echo "--- running the image pass (controllers from the image; hack/image.sh builds it)"
 run_pytest --controllers image tests/image e2e/test_install.py e2e/test_multikueue.py \
   "e2e/test_faults.py::test_leader_container_killed_standby_takes_over" || code=$?
+kind_pass() {
+  kind-configs/down.sh
+  kind-configs/up.sh "$@" && run_pytest -m e2e --clusters kind e2e
+}
+echo "--- kind pass 1: worker2 runs upstream Kueue (kind-configs/up.sh --upstream-worker worker2)"
+kind_pass --upstream-worker worker2 || code=$?
+echo "--- kind pass 2: this project's controller on every kind cluster (kind-configs/up.sh)"
+kind_pass || code=$?
+kind-configs/down.sh || code=$?
 exit "$code"

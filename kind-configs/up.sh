@@ -11,7 +11,11 @@
 # cannot be pulled, the offline node image (kind-configs/node-image.sh).
 # Running it again reuses what exists (clusters, images) and re-applies the rest.
 #
-# Usage: kind-configs/up.sh [--node-image IMAGE]
+# Usage: kind-configs/up.sh [--node-image IMAGE] [--upstream-worker WORKER]
+#   --upstream-worker worker2   run upstream Kueue v0.19.2 on that worker instead of
+#                               this project's controller (built from
+#                               ../shared/thirdparty/kueue-v0.19.2.tar.gz; about 10
+#                               minutes the first time). Repeatable.
 # Environment: KIND_NODE_IMAGE (same as --node-image), MULTIKUEUE_CACHE.
 # Remove everything with kind-configs/down.sh.
 set -euo pipefail
@@ -23,9 +27,11 @@ KIND_VERSION=v0.33.0
 # The public node image of the Kubernetes version the offline image builds.
 PUBLIC_NODE_IMAGE=kindest/node:v1.35.4
 node_image="${KIND_NODE_IMAGE:-}"
+upstream=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --node-image) node_image="$2"; shift 2 ;;
+    --upstream-worker) upstream+=(--upstream-worker "${2:?--upstream-worker needs a worker name (worker1 or worker2)}"); shift 2 ;;
     -h | --help) sed -n '/^# Usage:/,/^# Remove/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -58,5 +64,5 @@ fi
 say "controller image (hack/image.sh)"
 hack/image.sh
 say "clusters on node image $node_image"
-multikueue dev kind up --node-image "$node_image"
+multikueue dev kind up --node-image "$node_image" "${upstream[@]}"
 say "done"

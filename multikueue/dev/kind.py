@@ -25,6 +25,13 @@ to pick up a rebuilt image):
 
 The admin kubeconfigs (``127.0.0.1`` addresses) are written to
 ``kind-configs/.state/<role>.kubeconfig``, where ``--clusters kind`` finds them.
+
+A worker may run upstream Kueue instead (``KindOptions.upstream_workers``,
+``up.sh --upstream-worker``): upstream's image is built from its source
+archive and its ``config/default`` installed as shipped (:mod:`upstream`),
+plus ``config/worker-access`` for the manager's identity. The choice is kept
+in ``kind-configs/.state/<role>.upstream``; changing it needs ``down.sh``
+first, since the two controllers' objects would otherwise mix in one cluster.
 """
 
 from __future__ import annotations
@@ -40,8 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
-from multikueue.dev import containers, wiring
+from multikueue.dev import containers, upstream, wiring
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerRun
 from multikueue.dev.errors import DevEnvironmentError
@@ -84,6 +92,16 @@ class KindOptions:
     job_image: str = JOB_IMAGE
     #: CPU of the ClusterQueues of the ready setup, per cluster.
     cpu: int = 4
+    #: Workers that run upstream Kueue (:data:`upstream.VERSION`) instead of this project's controller.
+    upstream_workers: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.upstream_workers if r not in ROLES[1:]]
+        if unknown:
+            raise DevEnvironmentError(f"--upstream-worker {unknown[0]!r} is not a worker; the workers are {', '.join(ROLES[1:])}")
+
+    def runs_ours(self, role: str) -> bool:
+        return role not in self.upstream_workers
 
 
 def kind(*args: str, timeout: float = 600) -> str:
@@ -137,12 +155,28 @@ def _api(role: str) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(kubeconfig_path(role)))
 
 
+def upstream_marker(role: str) -> Path:
+    return state_dir() / f"{role}.upstream"
+
+
+def upstream_roles() -> list[str]:
+    """The workers ``up`` gave upstream Kueue (their marker files)."""
+    return [role for role in ROLES[1:] if upstream_marker(role).exists()]
+
+
 def create_clusters(options: KindOptions, roles: Sequence[str] = ROLES, log: Callable[[str], None] = print) -> None:
     here = source_checkout() / "kind-configs"
     state_dir().mkdir(parents=True, exist_ok=True)
     present = existing_clusters()
     for role in roles:
         name = cluster_name(role)
+        if name in present and upstream_marker(role).exists() == options.runs_ours(role):
+            had, wants = ("upstream Kueue", "this project's controller") if options.runs_ours(role) else (
+                "this project's controller", "upstream Kueue")
+            raise DevEnvironmentError(
+                f"cluster {name} runs {had}, and {wants} was asked for; remove the clusters first "
+                "(kind-configs/down.sh), then run up.sh again"
+            )
         if name in present:
             log(f"cluster {name} exists")
         else:
@@ -150,6 +184,10 @@ def create_clusters(options: KindOptions, roles: Sequence[str] = ROLES, log: Cal
             kind("create", "cluster", "--config", str(here / f"{role}.yaml"), "--image", options.node_image, "--wait", "120s", timeout=900)
         kubeconfig_path(role).write_text(kind("get", "kubeconfig", "--name", name))
         kubeconfig_path(role).chmod(0o600)
+        if options.runs_ours(role):
+            upstream_marker(role).unlink(missing_ok=True)
+        else:
+            upstream_marker(role).write_text(upstream.VERSION + "\n")
 
 
 def image_id(tag: str) -> str:
@@ -165,6 +203,9 @@ def load_images(options: KindOptions, roles: Sequence[str] = ROLES) -> list[str]
     changed = []
     current = image_id(options.image)
     for role in roles:
+        if not options.runs_ours(role):
+            kind("load", "docker-image", upstream.IMAGE, options.job_image, "--name", cluster_name(role), timeout=900)
+            continue
         kind("load", "docker-image", options.image, options.job_image, "--name", cluster_name(role), timeout=900)
         marker = state_dir() / f"{role}.image"
         previous = marker.read_text().strip() if marker.exists() else None
@@ -210,6 +251,23 @@ def wire_workers(workers: Sequence[str] = ROLES[1:]) -> None:
     wiring.connect_workers(_api("manager"), endpoints)
 
 
+def _apply_through_webhooks(api: client.ApiClient, objects: list[dict[str, Any]], what: str, timeout: float = 90) -> None:
+    """Apply, retrying while a webhook of the cluster cannot be called yet (a controller just started).
+
+    A ready Deployment can still meet a Service whose endpoints are a moment
+    behind; anything else the apiserver answers is raised at once.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            wiring.apply(api, objects)
+            return
+        except ApiException as exc:
+            if exc.status != 500 or "webhook" not in str(exc.body) or time.monotonic() > deadline:
+                raise DevEnvironmentError(f"applying {what} failed: {exc.status} {str(exc.body)[:400]}") from None
+        time.sleep(2)
+
+
 def ready_setup(options: KindOptions, roles: Sequence[str] = ROLES, namespace: str = "default") -> None:
     """Queues in the shape of upstream's multikueue-setup.yaml, then wait for the check to be Active."""
     workers = [r for r in roles if r != "manager"]
@@ -227,15 +285,12 @@ def ready_setup(options: KindOptions, roles: Sequence[str] = ROLES, namespace: s
     wiring.apply(manager_api, objects)
     quota = {FLAVOR: {"cpu": options.cpu, "memory": "8Gi"}}
     for role in roles:
-        api = _api(role)
-        wiring.apply(
-            api,
-            [
-                o.resource_flavor(FLAVOR),
-                o.cluster_queue(CLUSTER_QUEUE, quota, checks=[CHECK] if role == "manager" else None),
-                o.local_queue(namespace, LOCAL_QUEUE, CLUSTER_QUEUE),
-            ],
-        )
+        queues = [
+            o.resource_flavor(FLAVOR),
+            o.cluster_queue(CLUSTER_QUEUE, quota, checks=[CHECK] if role == "manager" else None),
+            o.local_queue(namespace, LOCAL_QUEUE, CLUSTER_QUEUE),
+        ]
+        _apply_through_webhooks(_api(role), queues, what=f"the queues on {cluster_name(role)}")
     o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", CHECK), "Active"), 180, what=f"AdmissionCheck {CHECK} Active")
 
 
@@ -244,13 +299,24 @@ def up(options: KindOptions) -> None:
     for tool in ("docker", "kind", "kubectl"):
         if shutil.which(tool) is None:
             raise DevEnvironmentError(f"{tool} is not installed; kind-configs/up.sh installs what it needs, run it instead")
+    source = None
+    if options.upstream_workers:
+        _log(f"upstream Kueue {upstream.VERSION} for {', '.join(options.upstream_workers)}: source, binary, image", started)
+        source = upstream.ensure_source()
+        upstream.ensure_image(source)
     create_clusters(options, log=lambda m: _log(m, started))
     _log("job image", started)
     ensure_job_image(options.job_image)
     _log(f"loading {options.image} and {options.job_image} into the clusters", started)
     changed = load_images(options)
+    ours = [role for role in ROLES if options.runs_ours(role)]
     _log("installing config/default on the manager, config/worker on the workers", started)
-    install_controllers()
+    install_controllers(ours)
+    for role in options.upstream_workers:
+        assert source is not None
+        _log(f"installing upstream Kueue's config/default and config/worker-access on {role}", started)
+        containers.install(kubeconfig_path(role), "worker-access")
+        upstream.install(kubeconfig_path(role), source)
     if changed:
         _log(f"{options.image} changed since the last load: restarting the controllers of {', '.join(changed)}", started)
         restart_controllers(changed)
@@ -262,7 +328,10 @@ def up(options: KindOptions) -> None:
 
 
 def down(roles: Sequence[str] = ROLES) -> None:
-    present = existing_clusters() if shutil.which("kind") else set()
+    try:
+        present = existing_clusters() if shutil.which("kind") else set()
+    except containers.ContainerError as exc:
+        raise DevEnvironmentError(f"cannot list the kind clusters (is the Docker engine running? hack/image.sh --engine-only starts it): {exc}") from None
     for role in roles:
         if cluster_name(role) in present:
             kind("delete", "cluster", "--name", cluster_name(role))
@@ -326,7 +395,11 @@ class KindController(ControllerRun):
 
     def stop(self) -> None:
         self._kubectl("scale", f"deployment/{containers.DEPLOYMENT}", "--replicas=0")
-        self._kubectl("wait", "--for=delete", "pod", "-l", SELECTOR, "--timeout=90s", timeout=120)
+        try:
+            self._kubectl("wait", "--for=delete", "pod", "-l", SELECTOR, "--timeout=90s", timeout=120)
+        except containers.ContainerError as exc:
+            if "no matching resources" not in str(exc):  # the pods were gone before the wait began
+                raise
 
     def kill(self) -> None:
         self._kubectl("delete", "pod", "-l", SELECTOR, "--grace-period=0", "--force", "--wait=false")
@@ -347,6 +420,11 @@ class KindController(ControllerRun):
 
 def e2e_controllers(directory: Path) -> list[KindController]:
     """The controllers ``up`` deployed, manager first (its Deployment's two replicas), then the workers."""
+    if upstream_roles():
+        raise DevEnvironmentError(
+            f"{', '.join(upstream_roles())} run(s) upstream Kueue: the e2e suite drives this project's controller "
+            "on every cluster; run kind-configs/down.sh and kind-configs/up.sh without --upstream-worker"
+        )
     controllers = []
     for role in ROLES:
         count = json.loads(

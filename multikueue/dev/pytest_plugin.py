@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,34 +74,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     an image (``hack/test.sh`` runs them in a second pass). Tests marked
     ``local_clusters`` (they stop the local control planes' processes, or
     need kwok's nodes and stages) are left out with ``--clusters kind``.
+    Tests marked ``upstream_worker`` run only on kind clusters whose worker
+    runs upstream Kueue (``kind-configs/up.sh --upstream-worker worker2``),
+    and there only they run: the others drive this project's controller on
+    every cluster (``hack/test.sh`` runs both kind set-ups).
     """
-    reasons = {
-        "image": "image" not in (config.getoption("markexpr") or "") and config.getoption("--controllers") != "image",
-        "local_clusters": config.getoption("--clusters") == "kind",
+    on_kind = config.getoption("--clusters") == "kind"
+    upstream = on_kind and bool(kind.upstream_roles())
+    drop: dict[str, Callable[[pytest.Item], bool] | None] = {
+        "image": (lambda item: item.get_closest_marker("image") is not None)
+        if "image" not in (config.getoption("markexpr") or "") and config.getoption("--controllers") != "image"
+        else None,
+        "local_clusters": (lambda item: item.get_closest_marker("local_clusters") is not None) if on_kind else None,
+        "upstream_worker": (lambda item: item.get_closest_marker("upstream_worker") is not None) if not upstream else None,
+        "ours_everywhere": (lambda item: item.get_closest_marker("upstream_worker") is None) if upstream else None,
     }
     counts: dict[str, int] = {}
-    for marker, deselect in reasons.items():
-        if not deselect:
+    for reason, dropped_if in drop.items():
+        if dropped_if is None:
             continue
-        dropped = [item for item in items if item.get_closest_marker(marker)]
+        dropped = [item for item in items if dropped_if(item)]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if not item.get_closest_marker(marker)]
-            counts[marker] = len(dropped)
+            items[:] = [item for item in items if not dropped_if(item)]
+            counts[reason] = len(dropped)
     config.stash[_DESELECTED] = counts
 
 
+_SUMMARY = {
+    "image": "{} image tests deselected (opt-in): python -m pytest --controllers image -m image",
+    "local_clusters": "{} tests deselected on kind (they need the local control planes): run them without --clusters kind",
+    "upstream_worker": "{} tests deselected (they need a worker running upstream Kueue): "
+    "kind-configs/up.sh --upstream-worker worker2, then run them with --clusters kind",
+    "ours_everywhere": "{} tests deselected (a kind worker runs upstream Kueue; they need this project's controller "
+    "on every cluster): kind-configs/down.sh, kind-configs/up.sh, then run them with --clusters kind",
+}
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    counts = config.stash.get(_DESELECTED, {})
-    if counts.get("image"):
-        terminalreporter.write_line(
-            f"{counts['image']} image tests deselected (opt-in): python -m pytest --controllers image -m image"
-        )
-    if counts.get("local_clusters"):
-        terminalreporter.write_line(
-            f"{counts['local_clusters']} tests deselected on kind (they need the local control planes): "
-            "run them without --clusters kind"
-        )
+    for reason, count in config.stash.get(_DESELECTED, {}).items():
+        terminalreporter.write_line(_SUMMARY[reason].format(count))
 
 
 def _ephemeral_ports() -> tuple[int, int]:

@@ -1,0 +1,223 @@
+"""Upstream Kueue as a peer: built from its source archive, installed as upstream ships it.
+
+Many MultiKueue users already run upstream Kueue on their worker clusters, so
+a worker of ours must be replaceable by one of theirs. This module makes that
+worker here, where no image registry answers:
+
+1. **source**: ``kueue-v0.19.2.tar.gz`` from the third-party folder beside the
+   checkout (``../shared/thirdparty``, or ``$MULTIKUEUE_THIRDPARTY``), checked
+   against its sha256 and unpacked into the cache folder;
+2. **binary**: ``go build -mod=vendor ./cmd/kueue`` (no module download: the
+   archive carries its ``vendor/``), cached as ``bin/kueue-<version>-<sha>``
+   (about 10 minutes cold on two cores, nothing when cached);
+3. **image**: ``docker import`` of a one-file root (``/manager`` and an empty
+   ``/tmp``), tagged :data:`IMAGE` and labelled with the archive's checksum,
+   so a new archive makes a new image;
+4. **install**: upstream's own ``config/default`` rendered by kustomize with
+   only the image replaced (and pulled ``IfNotPresent``: it is loaded into the
+   nodes, not pulled). Upstream's Configuration, RBAC, webhooks and internal
+   certificates are used as shipped.
+
+Upstream's webhooks refuse Kueue objects until its certificates are in place,
+so :func:`install` waits for its Deployment to be ready.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from multikueue.dev import containers
+from multikueue.dev.binaries import binaries_dir, find_go
+from multikueue.dev.errors import DevEnvironmentError
+from multikueue.dev.paths import cache_dir, source_checkout
+
+log = structlog.get_logger(__name__)
+
+VERSION = "v0.19.2"
+ARCHIVE = f"kueue-{VERSION}.tar.gz"
+#: The archive the third-party README lists; another file under that name is refused.
+ARCHIVE_SHA256 = "eb04ed1a416c62ac5b2f75e1d7b84610bb10d849c2f937aa5ac0a1c73b6744ad"
+IMAGE = f"multikueue/upstream-kueue:{VERSION}"
+#: The image name upstream's config/components/manager kustomization sets (replaced at install).
+UPSTREAM_IMAGE_NAME = "us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue"
+NAMESPACE = "kueue-system"
+DEPLOYMENT = "kueue-controller-manager"
+#: The label of the image that records which archive it was built from.
+SOURCE_LABEL = "io.multikueue.upstream-kueue.sha256"
+
+
+def thirdparty_dir() -> Path:
+    override = os.environ.get("MULTIKUEUE_THIRDPARTY")
+    if override:
+        return Path(override).expanduser()
+    return source_checkout().parent / "shared" / "thirdparty"
+
+
+def archive_path() -> Path:
+    path = thirdparty_dir() / ARCHIVE
+    if not path.is_file():
+        raise DevEnvironmentError(
+            f"upstream Kueue's source archive {ARCHIVE} is not at {path}; put it there "
+            "(or point $MULTIKUEUE_THIRDPARTY at the folder that holds it)"
+        )
+    return path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Source:
+    """The unpacked archive: its root (``go.mod``, ``config/``) and the archive's checksum."""
+
+    root: Path
+    sha256: str
+
+    @property
+    def short(self) -> str:
+        return self.sha256[:12]
+
+
+def ensure_source() -> Source:
+    """The archive checked and unpacked once into the cache (reused while its checksum holds)."""
+    archive = archive_path()
+    sha = _sha256(archive)
+    if sha != ARCHIVE_SHA256:
+        raise DevEnvironmentError(
+            f"{archive} has sha256 {sha}, not the {ARCHIVE_SHA256} of upstream Kueue {VERSION}; "
+            "replace it with the archive the third-party README lists"
+        )
+    target = cache_dir() / "src" / f"kueue-{VERSION}-{sha[:12]}"
+    if (target / "go.mod").is_file():
+        return Source(target, sha)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kueue-src-", dir=target.parent) as tmp:
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        [top] = [p for p in Path(tmp).iterdir() if p.is_dir()]
+        if not (top / "go.mod").is_file():
+            raise DevEnvironmentError(f"{archive} does not hold a Go module at its top folder ({top.name})")
+        shutil.rmtree(target, ignore_errors=True)
+        top.rename(target)
+    return Source(target, sha)
+
+
+def ensure_binary(source: Source) -> Path:
+    """Upstream's manager (``cmd/kueue``), statically linked, cached by the archive's checksum."""
+    target = binaries_dir() / f"kueue-{VERSION}-{source.short}"
+    if target.is_file():
+        return target
+    go = find_go()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    started = time.monotonic()
+    print(f"--- building upstream Kueue {VERSION} (cmd/kueue, about 10 minutes cold on two cores)", flush=True)
+    proc = subprocess.run(
+        [go, "build", "-mod=vendor", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "./cmd/kueue"],
+        cwd=source.root,
+        env={**os.environ, "CGO_ENABLED": "0"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-30:])
+        raise DevEnvironmentError(f"building upstream Kueue failed (go exit code {proc.returncode}):\n{tail}")
+    tmp.replace(target)
+    log.info("built upstream kueue", binary=str(target), seconds=round(time.monotonic() - started, 1))
+    return target
+
+
+def _image_source(tag: str) -> str | None:
+    proc = subprocess.run(
+        ["docker", "image", "inspect", "-f", f'{{{{index .Config.Labels "{SOURCE_LABEL}"}}}}', tag],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def ensure_image(source: Source, tag: str = IMAGE) -> str:
+    """The manager in a one-file image (no base image needed), rebuilt when the archive changes."""
+    if _image_source(tag) == source.sha256:
+        return tag
+    binary = ensure_binary(source)
+    with tempfile.TemporaryDirectory(prefix="kueue-image-") as tmp:
+        root = Path(tmp) / "root"
+        (root / "tmp").mkdir(parents=True)
+        (root / "tmp").chmod(0o1777)
+        shutil.copy2(binary, root / "manager")
+        tarball = Path(tmp) / "rootfs.tar"
+        with tarfile.open(tarball, "w") as tar:
+            for name in ("manager", "tmp"):
+                tar.add(root / name, arcname=name)
+        containers.run(
+            [
+                "docker", "import",
+                "--change", 'ENTRYPOINT ["/manager"]',
+                "--change", "USER 65532:65532",
+                "--change", f"LABEL {SOURCE_LABEL}={source.sha256}",
+                str(tarball), tag,
+            ],
+            timeout=300,
+        )  # fmt: skip
+    return tag
+
+
+def kustomization(source: Source, image: str = IMAGE) -> str:
+    """The overlay of upstream's ``config/default``: its image, pulled only when not loaded already."""
+    name, _, tag = image.rpartition(":")
+    return f"""\
+# Written by multikueue/dev/upstream.py: upstream Kueue {VERSION} as it ships, with the image built here.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../default
+images:
+- name: {UPSTREAM_IMAGE_NAME}
+  newName: {name}
+  newTag: {tag}
+patches:
+- target:
+    group: apps
+    version: v1
+    kind: Deployment
+    name: {DEPLOYMENT}
+  patch: |-
+    - op: replace
+      path: /spec/template/spec/containers/0/imagePullPolicy
+      value: IfNotPresent
+"""
+
+
+def overlay(source: Source, image: str = IMAGE) -> Path:
+    """Write :func:`kustomization` beside upstream's ``config/default`` (kustomize reads bases by relative path)."""
+    folder = source.root / "config" / "multikueue-overlay"
+    folder.mkdir(exist_ok=True)
+    (folder / "kustomization.yaml").write_text(kustomization(source, image))
+    return folder
+
+
+def install(kubeconfig: Path, source: Source, image: str = IMAGE, timeout: int = 300) -> None:
+    """Apply upstream's manifests and wait until its manager (and so its webhooks) is ready."""
+    containers.kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(overlay(source, image)), timeout=300)
+    containers.kubectl(
+        kubeconfig, "-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}s", timeout=timeout + 30
+    )

@@ -23,6 +23,13 @@ When nothing fits, :attr:`FlavorAssignment.message` explains why with
 upstream Kueue's wording (``pkg/scheduler/flavorassigner``): the reasons of
 every flavor tried for the failing resource group, sorted, after
 ``couldn't assign flavors to pod set <name>: ``.
+
+Preemption mode: with ``preemption=True``, a resource group where no flavor
+fits but one would within the ClusterQueue's maximum capacity (only unused
+quota is missing, upstream's mode ``Preempt``) gets the first such flavor,
+and the assignment comes back not fitting but :attr:`~FlavorAssignment.preemptible`,
+with its pod sets and usage filled in: what the Workload would take once
+others are preempted. A group with no such flavor still ends the assignment.
 """
 
 from __future__ import annotations
@@ -159,6 +166,9 @@ class FlavorAssignment:
     borrows: bool = False
     #: Empty when it fits; else upstream's "couldn't assign flavors to pod set ..." text.
     message: str = ""
+    #: Not fitting, but every pod set got a flavor in which preempting others could make room
+    #: (``pod_sets`` and ``usage`` are that assignment). Only with ``assign_flavors(preemption=True)``.
+    preemptible: bool = False
 
     @property
     def fits(self) -> bool:
@@ -186,6 +196,8 @@ class _FlavorChoice:
     flavor: str | None
     borrows: bool
     reasons: tuple[str, ...]
+    #: When nothing fits: the first flavor that only lacks unused quota (it fits the maximum capacity).
+    preempt: str | None = None
 
 
 def _quota_reasons(
@@ -193,10 +205,12 @@ def _quota_reasons(
     flavor: str,
     requests: Mapping[str, Decimal],
     assigned: Mapping[FlavorResource, Decimal],
-) -> tuple[list[str], bool]:
-    """Why the flavor's quota cannot take ``requests`` (empty when it can), and whether it would borrow."""
+) -> tuple[list[str], bool, bool]:
+    """Why the flavor's quota cannot take ``requests`` (empty when it can), whether it would borrow,
+    and whether some request is above the maximum capacity (no preemption can make room)."""
     reasons: list[str] = []
     borrowing = False
+    over_capacity = False
     for resource in sorted(requests):
         fr = (flavor, resource)
         previous = assigned.get(fr, ZERO)
@@ -212,6 +226,7 @@ def _quota_reasons(
                     capacity=format_quantity(capacity),
                 )
             )
+            over_capacity = True
             continue
         free = available(node, fr)
         if wanted > free:
@@ -222,7 +237,7 @@ def _quota_reasons(
             )
             continue
         borrowing = borrowing or borrows(node, fr, wanted)
-    return reasons, borrowing
+    return reasons, borrowing, over_capacity
 
 
 def _choose_flavor(
@@ -236,6 +251,7 @@ def _choose_flavor(
 ) -> _FlavorChoice:
     reasons: list[str] = []
     borrowing_fit: str | None = None
+    preempt: str | None = None
     for name in group.flavors:
         flavor = flavors.get(name)
         if flavor is None:
@@ -249,9 +265,11 @@ def _choose_flavor(
         if not flavor_matches_pod(flavor.spec.node_labels or {}, pod_set.node_selector, pod_set.affinity_terms):
             reasons.append(messages.NODE_AFFINITY_MISMATCH.format(flavor=name))
             continue
-        quota_reasons, borrowing = _quota_reasons(node, name, requests, assigned)
+        quota_reasons, borrowing, over_capacity = _quota_reasons(node, name, requests, assigned)
         if quota_reasons:
             reasons.extend(quota_reasons)
+            if not over_capacity and preempt is None:
+                preempt = name
             continue
         if not borrowing or when_can_borrow == FlavorFungibilityPolicy.MAY_STOP_SEARCH:
             return _FlavorChoice(name, borrowing, ())
@@ -259,7 +277,7 @@ def _choose_flavor(
             borrowing_fit = name
     if borrowing_fit is not None:
         return _FlavorChoice(borrowing_fit, True, ())
-    return _FlavorChoice(None, False, tuple(reasons))
+    return _FlavorChoice(None, False, tuple(reasons), preempt)
 
 
 def _no_fit(pod_set: str, reasons: Sequence[str]) -> FlavorAssignment:
@@ -272,16 +290,20 @@ def assign_flavors(
     flavors: Mapping[str, ResourceFlavor],
     node: QuotaNode,
     when_can_borrow: FlavorFungibilityPolicy = FlavorFungibilityPolicy.MAY_STOP_SEARCH,
+    *,
+    preemption: bool = False,
 ) -> FlavorAssignment:
     """Assign flavors to every pod set of a Workload against the ClusterQueue quota ``node``.
 
     Pure: reads ``node`` and ``flavors``, changes nothing. Pod sets are
     assigned in order and each sees the quota the earlier ones took.
+    ``preemption``: see the module docstring (preemption mode).
     """
     counts_pods = _group_for(groups, PODS) is not None
     assigned: dict[FlavorResource, Decimal] = {}
     result: list[AssignedPodSet] = []
     any_borrowing = False
+    no_fit: FlavorAssignment | None = None
     for pod_set in pod_sets:
         total = pod_set.total
         if counts_pods:
@@ -297,13 +319,20 @@ def assign_flavors(
                 return _no_fit(pod_set.name, [messages.RESOURCE_UNAVAILABLE.format(resource=resource)])
             requests = {r: q for r, q in total.items() if r in group.covered}
             choice = _choose_flavor(group, requests, pod_set, flavors, node, assigned, when_can_borrow)
-            if choice.flavor is None:
-                return _no_fit(pod_set.name, choice.reasons or [messages.NO_FLAVORS])
+            flavor = choice.flavor
+            if flavor is None:
+                failed = _no_fit(pod_set.name, choice.reasons or [messages.NO_FLAVORS])
+                if not preemption or choice.preempt is None:
+                    return failed
+                no_fit = no_fit or failed  # the first failure is what the Workload is told
+                flavor = choice.preempt
             any_borrowing = any_borrowing or choice.borrows
             for covered in requests:
-                chosen[covered] = choice.flavor
+                chosen[covered] = flavor
         usage = {resource: total[resource] for resource in chosen}
         for resource, flavor in chosen.items():
             assigned[(flavor, resource)] = assigned.get((flavor, resource), ZERO) + usage[resource]
         result.append(AssignedPodSet(pod_set.name, pod_set.count, chosen, usage))
+    if no_fit is not None:
+        return FlavorAssignment(pod_sets=tuple(result), usage=assigned, message=no_fit.message, preemptible=True)
     return FlavorAssignment(pod_sets=tuple(result), usage=assigned, borrows=any_borrowing)

@@ -101,10 +101,11 @@ def reservation_status(
     conditions = _conditions(wl)
     cq = admission.cluster_queue
     _set(conditions, QUOTA_RESERVED, ConditionStatus.TRUE, WorkloadReason.QUOTA_RESERVED, f"Quota reserved in ClusterQueue {cq}", now)
-    evicted = find_condition(conditions, EVICTED)
-    if evicted is not None and evicted.status == ConditionStatus.TRUE:
-        # As upstream's SetQuotaReservation: a new reservation ends the eviction.
-        _set(conditions, EVICTED, ConditionStatus.FALSE, WorkloadReason.QUOTA_RESERVED, "Previously: " + evicted.message, now)
+    # As upstream's SetQuotaReservation: a new reservation ends the eviction and the preemption.
+    for ctype in (EVICTED, WorkloadConditionType.PREEMPTED):
+        previous = find_condition(conditions, ctype)
+        if previous is not None and previous.status == ConditionStatus.TRUE:
+            _set(conditions, ctype, ConditionStatus.FALSE, WorkloadReason.QUOTA_RESERVED, "Previously: " + previous.message, now)
     existing = {c.name: c for c in _checks(wl)}
     checks = [
         existing.get(name)
@@ -140,8 +141,12 @@ def pending_status(wl: Workload, reason: str, message: str, now: datetime) -> di
     return {"conditions": _dump(conditions)}
 
 
-def _evict(wl: Workload, reason: str, message: str, now: datetime, requeue: bool) -> dict[str, Any]:
+def _evict(
+    wl: Workload, reason: str, message: str, now: datetime, requeue: bool, preemption_reason: str | None = None
+) -> dict[str, Any]:
     conditions = _conditions(wl)
+    if preemption_reason is not None:
+        _set(conditions, WorkloadConditionType.PREEMPTED, ConditionStatus.TRUE, preemption_reason, message, now)
     for ctype, status, why, text in (
         (EVICTED, ConditionStatus.TRUE, reason, message),
         (QUOTA_RESERVED, ConditionStatus.FALSE, WorkloadReason.PENDING, message),
@@ -164,6 +169,25 @@ def _evict(wl: Workload, reason: str, message: str, now: datetime, requeue: bool
     if placed_on_workers(wl):
         status.update(clusterName=None, nominatedClusterNames=None)
     return status
+
+
+def preempted(wl: Workload, reason: str, message: str, now: datetime) -> WorkloadUpdate:
+    """Evict a victim of preemption (the scheduler chose it; :mod:`multikueue.core.preemption` says why).
+
+    As upstream: ``Evicted=True`` reason ``Preempted`` and ``Preempted=True``
+    with the preemption reason (``InClusterQueue``, ``InCohortReclamation``,
+    ``InCohortReclaimWhileBorrowing``), both with the preemption message, and
+    requeued. Like every eviction here it releases the quota in the same
+    write (``status.admission`` cleared): the Job integration stops the job
+    on seeing that, and on a MultiKueue manager the cleared ``clusterName``
+    makes the check delete the remote copies. The ``resource-in-use``
+    finalizer stays, as upstream's does on a preempted Workload: one write.
+    """
+    return WorkloadUpdate(
+        transition="preempted",
+        status=_evict(wl, WorkloadReason.EVICTED_BY_PREEMPTION, message, now, requeue=True, preemption_reason=reason),
+        events=[EventRecord("Normal", WorkloadReason.EVICTED_BY_PREEMPTION, message)],
+    )
 
 
 def placed_on_workers(wl: Workload) -> bool:

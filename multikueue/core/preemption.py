@@ -82,6 +82,10 @@ point is the search step: :func:`plan_preemption` hands a
 that removes candidates until the preemptor fits and returns them; a fair
 sharing search would be another such function over the same simulation and
 :func:`_fill_back`, chosen by a strategy argument that does not exist yet.
+
+Over 500 lines on purpose: candidates, their order, the simulation and the
+fill-back are one algorithm whose correctness (the victims are necessary and
+sufficient) is argued across all of them.
 """
 
 from __future__ import annotations

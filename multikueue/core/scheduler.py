@@ -12,10 +12,14 @@ for the I/O layer to write:
   there are none, ``Admitted=True``; on a failed write, ``cache.forget(key)``;
 - for each :class:`PendingUpdate`: ``QuotaReserved=False`` with its reason and
   message (only produced when that differs from what the Workload says);
+- for each :class:`PreemptionDecision`: evict the victim
+  (:func:`multikueue.core.lifecycle.preempted`) on the resourceVersion the
+  cache holds; the preemptor got a ``PendingUpdate`` saying it waits for
+  them, and a later cycle admits it once their quota is released;
 - when ``next_cycle_at`` is set, run a cycle then even if no event arrives
   (a Workload's requeue backoff ends).
 
-How a cycle decides (upstream Kueue's ``pkg/scheduler``, without preemption):
+How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
 
 1. Only queues whose inputs changed since the last cycle are looked at
    (see the cache's dirty tracking).
@@ -31,10 +35,17 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, without preemption):
    the round used the same cohort (so it never over-commits, and messages
    tell the current shortfall).
 4. A candidate that does not fit (or whose namespace the ClusterQueue's
-   ``namespaceSelector`` refuses, or whose pod templates have invalid
    resources) gets reason ``Pending`` with the reason as message. In a ``StrictFIFO`` queue it blocks the Workloads behind it for
    this cycle (they keep their current condition); ``BestEffortFIFO`` goes
    on with the next one.
+5. A candidate that does not fit only for lack of unused quota, in a
+   ClusterQueue whose ``preemption`` policies allow any, asks
+   :func:`multikueue.core.preemption.plan_preemption` for victims among the
+   Workloads holding quota in its quota tree (not those assumed this cycle,
+   nor victims another preemptor of this cycle claimed). With victims, they
+   are evicted and the candidate waits for them (upstream's message plus
+   "Pending the preemption of N workload(s)"); it does not reserve in this
+   cycle. Without, it is pending as in 4.
 """
 
 from __future__ import annotations
@@ -42,15 +53,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from multikueue.api.clusterqueue import StopPolicy
-from multikueue.api.constants import WorkloadReason
+from multikueue.api.clusterqueue import (
+    BorrowWithinCohortPolicy,
+    ClusterQueuePreemption,
+    ReclaimWithinCohortPolicy,
+    StopPolicy,
+    WithinClusterQueuePolicy,
+)
+from multikueue.api.constants import Labels, WorkloadConditionType, WorkloadReason
+from multikueue.api.meta import find_condition
 from multikueue.api.workload import Admission
 from multikueue.core import messages
-from multikueue.core.cache import Cache, ClusterQueueState, PendingWorkload, WorkloadKey
+from multikueue.core.cache import Cache, ClusterQueueState, PendingWorkload, QuotaHolder, WorkloadKey
 from multikueue.core.flavors import FlavorAssignment, assign_flavors
 from multikueue.core.matching import selector_matches
+from multikueue.core.preemption import AdmittedWorkload, PreemptionContext, Preemptor, plan_preemption
 
-__all__ = ["AdmissionDecision", "CycleResult", "PendingUpdate", "schedule"]
+__all__ = ["AdmissionDecision", "CycleResult", "PendingUpdate", "PreemptionDecision", "schedule"]
 
 
 @dataclass(frozen=True)
@@ -78,12 +97,28 @@ class PendingUpdate:
     message: str
 
 
+@dataclass(frozen=True)
+class PreemptionDecision:
+    """Evict ``victim`` so that ``preemptor`` (of ClusterQueue ``preempting_cluster_queue``) can fit.
+
+    ``reason`` is the ``Preempted`` condition's reason; ``message`` goes on
+    both the ``Evicted`` and ``Preempted`` conditions (upstream's wording).
+    """
+
+    victim: WorkloadKey
+    preemptor: WorkloadKey
+    preempting_cluster_queue: str
+    reason: str
+    message: str
+
+
 @dataclass
 class CycleResult:
     """What one cycle decided, in decision order."""
 
     admitted: list[AdmissionDecision] = field(default_factory=list)
     pending: list[PendingUpdate] = field(default_factory=list)
+    preempted: list[PreemptionDecision] = field(default_factory=list)
     #: Run another cycle at this time even without events (the earliest end of a requeue backoff).
     next_cycle_at: datetime | None = None
 
@@ -147,7 +182,7 @@ def schedule(cache: Cache, now: datetime) -> CycleResult:
             cursors.append(_Cursor(state, candidates))
 
     while cursors:
-        cursors = _run_round(cache, cursors, result)
+        cursors = _run_round(cache, cursors, result, now)
 
     result.next_cycle_at = cache.next_requeue_at()
     return result
@@ -182,10 +217,63 @@ def _assign(cache: Cache, state: ClusterQueueState, workload: PendingWorkload) -
         cache.flavors,
         state.node,
         state.spec.flavor_fungibility.when_can_borrow,
+        preemption=may_preempt(state.spec.preemption),
     )
 
 
-def _run_round(cache: Cache, cursors: list[_Cursor], result: CycleResult) -> list[_Cursor]:
+def may_preempt(policy: ClusterQueuePreemption) -> bool:
+    """Whether a ClusterQueue's ``preemption`` lets its Workloads preempt at all (every policy ``Never`` does not)."""
+    return (
+        policy.within_cluster_queue != WithinClusterQueuePolicy.NEVER
+        or policy.reclaim_within_cohort != ReclaimWithinCohortPolicy.NEVER
+        or policy.borrow_within_cohort.policy != BorrowWithinCohortPolicy.NEVER
+    )
+
+
+def _candidate(holder: QuotaHolder, now: datetime) -> AdmittedWorkload:
+    conditions = holder.workload.status.conditions if holder.workload.status else None
+    reserved = find_condition(conditions, WorkloadConditionType.QUOTA_RESERVED)
+    return AdmittedWorkload(
+        key=holder.key,
+        cluster_queue=holder.cluster_queue,
+        priority=holder.priority,
+        usage=holder.usage,
+        queued_at=holder.workload.metadata.creation_timestamp or now,
+        quota_reserved_at=reserved.last_transition_time if reserved is not None else None,
+        evicted=holder.workload.is_evicted,
+        uid=holder.workload.metadata.uid or "",
+    )
+
+
+def _preempt(
+    cache: Cache, state: ClusterQueueState, entry: _Entry, assignment: FlavorAssignment, result: CycleResult, now: datetime
+) -> str:
+    """Plan and record the preemption for a candidate that does not fit; the message it waits with."""
+    claimed = {d.victim for d in result.preempted}
+    candidates = [
+        _candidate(h, now) for h in cache.quota_holders(state.name) if not h.assumed and h.key not in claimed
+    ]
+    workload = entry.workload.workload
+    preemptor = Preemptor(
+        key=entry.workload.key,
+        cluster_queue=state.name,
+        priority=entry.workload.priority,
+        queued_at=entry.workload.created,
+        usage=assignment.usage,
+        uid=workload.metadata.uid or "",
+        job_uid=(workload.metadata.labels or {}).get(Labels.JOB_UID, ""),
+    )
+    plan = plan_preemption(preemptor, PreemptionContext(state.node, state.spec.preemption, candidates, now))
+    if not plan.preempts:
+        return assignment.message
+    for victim in plan.victims:
+        result.preempted.append(
+            PreemptionDecision(victim.workload.key, entry.workload.key, state.name, victim.reason, victim.message)
+        )
+    return plan.preemptor_message(assignment.message)
+
+
+def _run_round(cache: Cache, cursors: list[_Cursor], result: CycleResult, now: datetime) -> list[_Cursor]:
     """Take the next candidate of every queue, admit those that fit; return the queues that go on."""
     entries: list[_Entry] = []
     still_open: list[_Cursor] = []
@@ -229,7 +317,10 @@ def _run_round(cache: Cache, cursors: list[_Cursor], result: CycleResult) -> lis
                 )
             )
             continue
-        _report(result, entry.workload, WorkloadReason.PENDING, assignment.message)
+        message = assignment.message
+        if assignment.preemptible:
+            message = _preempt(cache, state, entry, assignment, result, now)
+        _report(result, entry.workload, WorkloadReason.PENDING, message)
         if state.strict_fifo:
             still_open.remove(entry.cursor)
     return still_open

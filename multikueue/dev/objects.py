@@ -61,8 +61,10 @@ def cluster_queue(
     checks: list[str] | None = None,
     namespace_selector: dict[str, Any] | None = None,
     scale_cpu: bool = True,
+    preemption: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``quotas``: flavor -> {resource: nominal | {"nominalQuota":..., "borrowingLimit":..., "lendingLimit":...}}.
+    ``preemption``: the ClusterQueue's ``spec.preemption`` as written (e.g. ``{"withinClusterQueue": "LowerPriority"}``).
 
     CPU is scaled by :data:`CPU_SCALE` (for pods that really run); ``scale_cpu=False`` for queues of
     objects whose requests the tests do not build (an external framework's CEL requests).
@@ -87,6 +89,8 @@ def cluster_queue(
         spec["queueingStrategy"] = strategy
     if checks:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    if preemption:
+        spec["preemption"] = preemption
     return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 

@@ -30,8 +30,11 @@ def multikueue_queues(
     ns: str,
     worker_cpu: tuple[int, ...] = (8, 8),
     manager_cpu: int = 1000,
+    preemption: dict[str, Any] | None = None,
 ) -> None:
-    """A MultiKueue check over ``worker1``.. on the manager, a plain queue on each worker; waits for the check."""
+    """A MultiKueue check over ``worker1``.. on the manager, a plain queue on each worker; waits for the check.
+
+    ``preemption`` is the manager ClusterQueue's ``spec.preemption``."""
     kueue = o.Kueue(manager)
     check, config = f"mk-{ns}", f"mkc-{ns}"
     names = [f"worker{i}" for i in range(1, len(workers) + 1)]
@@ -39,7 +42,7 @@ def multikueue_queues(
     kueue.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
                   "spec": {"controllerName": MANAGED_BY, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}})
     kueue.create(o.resource_flavor(f"default-{ns}"))
-    kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": manager_cpu}}, checks=[check]))
+    kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": manager_cpu}}, checks=[check], preemption=preemption))
     kueue.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
     for api, cpu in zip(workers, worker_cpu):
         worker = o.Kueue(api)

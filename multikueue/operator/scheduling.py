@@ -11,7 +11,10 @@ stops, its writes in flight cancelled, when this replica stops leading.
 
 Writes run in the background, bounded, so one slow write never holds a cycle;
 a reservation that fails drops its assumption so the next cycle sees the
-quota free again.
+quota free again. A preemption evicts its victim on the resourceVersion the
+cache holds: a cycle that runs before the eviction is seen plans the same
+victim again, and that second write is skipped while the first is in flight
+(or refused as stale after it).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from urllib3.exceptions import HTTPError
 from multikueue.api.meta import utcnow
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
-from multikueue.core.scheduler import AdmissionDecision, PendingUpdate, schedule
+from multikueue.core.scheduler import AdmissionDecision, PendingUpdate, PreemptionDecision, schedule
 from multikueue.runtime import metrics
 from multikueue.runtime.leaderelection import Stopped
 from multikueue.runtime.queue_status import QueueStatusWriter
@@ -42,6 +45,8 @@ CYCLE_COALESCE_SECONDS = 0.005
 WRITE_CONCURRENCY = 32
 #: Bound on concurrent "why it waits" writes: informative, so they yield to admissions.
 PENDING_WRITE_CONCURRENCY = 4
+#: After a "why it waits" write refused as stale, look at the Workload again this much later.
+RECHECK_SECONDS = 0.5
 #: How often queue status is compared and written at most.
 QUEUE_STATUS_SECONDS = 0.5
 
@@ -54,6 +59,9 @@ class SchedulingLoop:
         self.queue_status = queue_status
         self.cycles = 0
         self._wake = asyncio.Event()
+        #: Victims whose eviction is written or in flight -> the resourceVersion it was decided on:
+        #: while the cache still holds that version, planning the victim again repeats nothing.
+        self._evicting: dict[tuple[str, str], str | None] = {}
 
     def notify(self) -> None:
         """Something the scheduler reads changed: run a cycle soon."""
@@ -80,6 +88,46 @@ class SchedulingLoop:
                 self.cache.forget(decision.key)
                 self.notify()
 
+    async def _preempt(self, decision: PreemptionDecision, gate: asyncio.Semaphore) -> None:
+        wl = self.cache.workload(decision.victim)
+        if wl is None or not lifecycle.holds_quota(wl):
+            self._evicting.pop(decision.victim, None)
+            return
+        rv = wl.metadata.resource_version
+        if decision.victim in self._evicting and self._evicting[decision.victim] in (None, rv):
+            return  # in flight, or written and not yet seen by the cache
+        self._evicting[decision.victim] = None
+        written = False
+        try:
+            async with gate:
+                update = lifecycle.preempted(wl, decision.reason, decision.message, utcnow())
+                name = f"{wl.namespace}/{wl.name}"
+                try:
+                    written = await self.writer.apply(wl, update)
+                except (ApiException, HTTPError) as exc:
+                    log.error("preemption not written; the next cycle plans again", workload=name, error=str(exc)[:200])
+                if written:
+                    metrics.PREEMPTED_WORKLOADS.labels(decision.preempting_cluster_queue, decision.reason).inc()
+                    log.info("preempted", workload=name, reason=decision.reason,
+                             preemptor=f"{decision.preemptor[0]}/{decision.preemptor[1]}")  # fmt: skip
+        finally:
+            if written:
+                self._evicting[decision.victim] = rv
+            else:
+                self._evicting.pop(decision.victim, None)
+                self.notify()
+
+    def _recheck(self, key: tuple[str, str]) -> None:
+        self.cache.recheck(key)
+        self.notify()
+
+    def _forget_seen_evictions(self) -> None:
+        """Drop the written evictions the cache has caught up with (the Workload changed since)."""
+        for key, rv in list(self._evicting.items()):
+            wl = self.cache.workload(key)
+            if rv is not None and (wl is None or wl.metadata.resource_version != rv):
+                del self._evicting[key]
+
     async def _pending(self, update: PendingUpdate, gate: asyncio.Semaphore) -> None:
         async with gate:
             wl = self.cache.workload(update.key)
@@ -87,7 +135,10 @@ class SchedulingLoop:
                 return
             status = lifecycle.pending_status(wl, update.reason, update.message, utcnow())
             try:
-                await self.writer.pending(wl, status)
+                if not await self.writer.pending(wl, status):
+                    # Changed meanwhile (e.g. a second write of the same transition): a change the
+                    # scheduler does not read marks no queue, so ask for a look once the cache has it.
+                    asyncio.get_running_loop().call_later(RECHECK_SECONDS, self._recheck, update.key)
             except ApiException as exc:
                 log.error("pending status not written", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
             except HTTPError as exc:
@@ -128,6 +179,9 @@ class SchedulingLoop:
                 self.cycles += 1
                 for decision in result.admitted:
                     spawn(self._admit(decision, gate))
+                self._forget_seen_evictions()
+                for preemption in result.preempted:
+                    spawn(self._preempt(preemption, gate))
                 for update in result.pending:
                     spawn(self._pending(update, pending_gate))
                 if time.monotonic() - last_status > QUEUE_STATUS_SECONDS:

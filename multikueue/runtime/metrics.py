@@ -29,6 +29,12 @@ EVICTED_WORKLOADS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+PREEMPTED_WORKLOADS = Counter(
+    "kueue_preempted_workloads_total",
+    "Workloads preempted, per preempting ClusterQueue and preemption reason",
+    ["preempting_cluster_queue", "reason"],
+    registry=REGISTRY,
+)
 PENDING_WORKLOADS = Gauge(
     "kueue_pending_workloads",
     "Workloads waiting for quota, per ClusterQueue",

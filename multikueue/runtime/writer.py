@@ -113,13 +113,15 @@ class WorkloadWriter:
         self._record(wl, [("Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}{admitted}")])
         return True
 
-    async def pending(self, wl: Workload, status: dict[str, Any]) -> None:
-        """Say why the Workload waits (informative: a stale write is dropped silently)."""
+    async def pending(self, wl: Workload, status: dict[str, Any]) -> bool:
+        """Say why the Workload waits; False when it changed meanwhile (the caller decides again later)."""
         try:
             await self._status(wl, wl.metadata.resource_version, status)
         except ApiException as exc:
             if exc.status not in STALE:
                 raise
+            return False
+        return True
 
     # -- lifecycle transitions --------------------------------------------------------
 
@@ -143,7 +145,7 @@ class WorkloadWriter:
                 return False
             raise
         self._record(wl, [(e.type, e.reason, e.message) for e in update.events])
-        if update.transition in ("retry", "rejected", "deactivated") and update.status is not None:
+        if update.transition in ("retry", "rejected", "deactivated", "preempted") and update.status is not None:
             reason = next(
                 (c["reason"] for c in update.status.get("conditions", []) if c["type"] == "Evicted"), update.transition
             )

@@ -273,3 +273,22 @@ def test_to_admission() -> None:
             {"name": "main", "flavors": {"cpu": "on-demand"}, "resourceUsage": {"cpu": "1"}, "count": 2}
         ],
     }
+
+
+def test_preemption_mode_takes_the_first_flavor_that_only_lacks_unused_quota() -> None:
+    setup = Setup(two_flavors(), [flavor("on-demand"), flavor("spot")])
+    add_usage(setup.node, ("on-demand", "cpu"), Decimal(3))
+    add_usage(setup.node, ("spot", "cpu"), Decimal(7))
+    request = pod_set(cpu="6")  # above on-demand's capacity (4), within spot's (8)
+    plain = setup.assign(request)
+    assert not plain.fits and not plain.preemptible and plain.pod_sets == ()
+    preempting = assign_flavors(
+        [request], resource_groups_of(setup.cq.spec), setup.flavors, setup.node, preemption=True
+    )
+    assert not preempting.fits and preempting.preemptible
+    assert preempting.message == plain.message, "the Workload is told why it does not fit now"
+    assert preempting.pod_sets[0].flavors == {"cpu": "spot"}
+    assert preempting.usage == {("spot", "cpu"): Decimal(6)}
+    # Above every flavor's capacity: nothing to preempt for.
+    too_big = assign_flavors([pod_set(cpu="9")], resource_groups_of(setup.cq.spec), setup.flavors, setup.node, preemption=True)
+    assert not too_big.preemptible

@@ -172,3 +172,27 @@ def test_finishing_replaces_an_earlier_finished_condition() -> None:
     assert types(status) == {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("True", "Admitted"), "Finished": ("True", "Failed")}
     again = finished_status(Workload.from_k8s({**wl.to_k8s(), "status": {"conditions": status["conditions"]}}), {**first, "reason": "Succeeded"})
     assert [c["reason"] for c in again["conditions"] if c["type"] == "Finished"] == ["Succeeded"]
+
+
+def test_a_victim_of_preemption_is_evicted_requeued_and_told_why_and_a_new_reservation_ends_it() -> None:
+    from multikueue.core.lifecycle import preempted
+
+    wl = workload([("mk", "Ready")], admitted=True, clusterName="worker1")
+    update = preempted(wl, "InClusterQueue", "Preempted to accommodate a workload (UID: u, JobUID: j) due to ...", NOW)
+    assert update.transition == "preempted" and update.status is not None
+    assert update.status["admission"] is None
+    conditions = types(update.status)
+    assert conditions["Evicted"] == ("True", "Preempted")
+    assert conditions["Preempted"] == ("True", "InClusterQueue")
+    assert conditions["QuotaReserved"][0] == "False" and conditions["Admitted"][0] == "False"
+    assert conditions["Requeued"] == ("True", "Preempted")
+    assert {c["state"] for c in update.status["admissionChecks"]} == {"Pending"}
+    assert update.status["clusterName"] is None, "the MultiKueue check removes the remote copies"
+    assert not update.remove_finalizer, "one write: the finalizer stays, as upstream's"
+    assert [(e.reason, e.message[:9]) for e in update.events] == [("Preempted", "Preempted")]
+
+    body = wl.to_k8s()
+    body["status"] = {k: v for k, v in update.status.items() if v is not None}
+    again = reservation_status(Workload.from_k8s(body), Admission.model_validate(wl.status.admission.to_dict()), [], NOW)
+    after = types(again)
+    assert after["Evicted"] == ("False", "QuotaReserved") and after["Preempted"] == ("False", "QuotaReserved")

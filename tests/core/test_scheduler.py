@@ -753,3 +753,120 @@ def test_an_older_resource_version_never_replaces_a_newer_copy() -> None:
     cache.upsert_workload(newer)
     cache.upsert_workload(older)
     assert cache.workload(("ns", "w")).spec.queue_name == "q"
+
+
+# --- preemption ------------------------------------------------------------------------------------
+
+from multikueue.core import lifecycle  # noqa: E402 - the preemption tests' I/O stand-in
+
+LOWER = {"preemption": {"withinClusterQueue": "LowerPriority"}}
+
+
+def admit_all(cache: Cache, result: CycleResult) -> list[Workload]:
+    return [confirm(cache, d) for d in result.admitted]
+
+
+def evict(cache: Cache, result: CycleResult) -> None:
+    """What the I/O layer writes for each victim, coming back through the watch."""
+    for decision in result.preempted:
+        wl = cache.workload(decision.victim)
+        assert wl is not None
+        update = lifecycle.preempted(wl, decision.reason, decision.message, NOW)
+        assert update.status is not None
+        body = wl.to_k8s()
+        body["status"] = {**body.get("status", {}), **{k: v for k, v in update.status.items() if v is not None}}
+        body["status"].pop("admission", None)
+        cache.upsert_workload(Workload.from_k8s(body))
+
+
+def test_a_higher_priority_workload_preempts_the_newest_lower_one_then_is_admitted() -> None:
+    cache = seed_cache(**LOWER)
+    cache.upsert_workload(workload("old-low", "4", priority=0, age=30))
+    cache.upsert_workload(workload("new-low", "4", priority=0, age=20))
+    admit_all(cache, schedule(cache, NOW))
+    # new-low was admitted later: make its QuotaReserved transition later, as the writes would.
+    wl = cache.workload(("default", "new-low"))
+    assert wl is not None
+    later = [condition("QuotaReserved", "True", "QuotaReserved") | {"lastTransitionTime": (NOW + timedelta(seconds=1)).isoformat()}]
+    cache.upsert_workload(with_status(wl, conditions=later))
+
+    cache.upsert_workload(workload("high", "4", priority=10, age=0))
+    result = schedule(cache, NOW + timedelta(seconds=5))
+    assert names(result) == []
+    [decision] = result.preempted
+    assert (decision.victim[1], decision.preemptor[1], decision.preempting_cluster_queue) == ("new-low", "high", "cq")
+    assert decision.reason == "InClusterQueue"
+    assert decision.message.startswith("Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) due to prioritization in the ClusterQueue")
+    assert pending(result)["high"] == (
+        "Pending",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, 3 more needed"
+        ". Pending the preemption of 1 workload(s)",
+    )
+
+    evict(cache, result)
+    result = schedule(cache, NOW + timedelta(seconds=6))
+    assert names(result) == ["high"], "the victim's quota is free: the preemptor is admitted"
+    assert "new-low" in pending(result), "the victim waits in its queue again"
+    assert result.preempted == []
+
+
+def test_no_preemption_when_the_policies_say_never_or_the_request_exceeds_the_capacity() -> None:
+    for spec, cpu, expected in (
+        ({}, "4", SEED_MESSAGE),  # upstream's default: every policy Never
+        (LOWER, "10", "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
+                      "previously considered podsets requests (0) + current podset request (10) > maximum capacity (9)"),
+    ):  # fmt: skip
+        cache = seed_cache(**spec)
+        for i in range(2):
+            cache.upsert_workload(workload(f"low-{i}", "4", priority=0, age=30 - i))
+        admit_all(cache, schedule(cache, NOW))
+        cache.upsert_workload(workload("high", cpu, priority=10))
+        result = schedule(cache, NOW)
+        assert result.preempted == [] and names(result) == []
+        assert pending(result)["high"] == ("Pending", expected)
+
+
+def test_equal_priority_is_not_preempted_under_lower_priority() -> None:
+    cache = seed_cache(**LOWER)
+    for i in range(2):
+        cache.upsert_workload(workload(f"same-{i}", "4", priority=5, age=30 - i))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(workload("late", "4", priority=5))
+    result = schedule(cache, NOW)
+    assert result.preempted == [] and pending(result)["late"] == ("Pending", SEED_MESSAGE)
+
+
+def test_reclaim_within_cohort_takes_back_what_another_queue_borrows() -> None:
+    cache = Cache()
+    cache.upsert_namespace("default", {})
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(cluster_queue("a", {"default-flavor": {"cpu": 4}}, cohortName="team",
+                                             preemption={"reclaimWithinCohort": "Any"}))  # fmt: skip
+    cache.upsert_cluster_queue(cluster_queue("b", {"default-flavor": {"cpu": 4}}, cohortName="team"))
+    cache.upsert_local_queue(local_queue("qa", cq="a"))
+    cache.upsert_local_queue(local_queue("qb", cq="b"))
+    cache.upsert_workload(workload("b-1", "3", queue="qb", priority=100, age=30))
+    cache.upsert_workload(workload("b-2", "3", queue="qb", priority=100, age=20))  # borrows 2 from a
+    admit_all(cache, schedule(cache, NOW))
+    assert cache.usage("b") == {("default-flavor", "cpu"): Decimal(6)}
+
+    cache.upsert_workload(workload("a-1", "4", queue="qa", priority=0))
+    result = schedule(cache, NOW)
+    [decision] = result.preempted
+    assert decision.victim[1] in ("b-1", "b-2") and decision.reason == "InCohortReclamation"
+    assert "preemptor path: /team/a; preemptee path: /team/b" in decision.message
+    evict(cache, result)
+    assert names(schedule(cache, NOW)) == ["a-1"]
+
+
+def test_two_preemptors_of_one_cycle_never_claim_the_same_victim() -> None:
+    cache = seed_cache(**LOWER)
+    cache.upsert_workload(workload("low-a", "4", priority=0, age=30))
+    cache.upsert_workload(workload("low-b", "4", priority=0, age=29))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(workload("high-1", "4", priority=10, age=2))
+    cache.upsert_workload(workload("high-2", "4", priority=10, age=1))
+    result = schedule(cache, NOW)
+    victims = [d.victim[1] for d in result.preempted]
+    assert sorted(victims) == ["low-a", "low-b"] and len(set(victims)) == 2
+    assert {d.preemptor[1] for d in result.preempted} == {"high-1", "high-2"}

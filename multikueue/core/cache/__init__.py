@@ -43,6 +43,7 @@ report changed into dirty marks; the parts never call each other.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -74,9 +75,24 @@ __all__ = [
     "LocalQueueStatusView",
     "PendingWorkload",
     "QueueStatusView",
+    "QuotaHolder",
     "WorkloadKey",
     "admission_usage",
 ]
+
+
+@dataclass(frozen=True)
+class QuotaHolder:
+    """A Workload holding quota (admitted, reserving, or assumed this cycle), as preemption weighs it."""
+
+    key: WorkloadKey
+    workload: Workload
+    cluster_queue: str
+    usage: Mapping[FlavorResource, Decimal]
+    #: Effective priority (``spec.priority``, else its WorkloadPriorityClass's value, else 0).
+    priority: int
+    #: Decided by the running cycle and not yet written.
+    assumed: bool = False
 
 
 def _holds_quota(workload: Workload) -> bool:
@@ -240,6 +256,12 @@ class Cache:
         if self._queues.drop_assumption(key):
             self._sync_workload(key)
 
+    def recheck(self, key: WorkloadKey) -> None:
+        """Have the next cycle look at a pending Workload again (a "why it waits" write of it was refused as stale)."""
+        workload = self._store.workload(key)
+        if workload is not None:
+            self._queues.mark_local_queue(local_queue_of(workload))
+
     def is_assumed(self, key: WorkloadKey) -> bool:
         """Whether the Workload's admission is assumed and not yet confirmed by the watch."""
         return self._queues.assumption(key) is not None
@@ -342,6 +364,22 @@ class Cache:
     def workloads_items(self) -> list[tuple[WorkloadKey, Workload]]:
         """Every Workload in the cache (a snapshot list, safe to iterate while the cache changes)."""
         return self._store.workloads_items()
+
+    def quota_holders(self, cq_name: str) -> list[QuotaHolder]:
+        """Every Workload holding quota in the ClusterQueue's quota tree, with what preemption weighs.
+
+        Assumed admissions (decided this cycle, not yet written) are included
+        and flagged: their quota counts, but they are not for preempting.
+        """
+        holders = []
+        for key, contribution in self._tree.holders_in_tree(cq_name):
+            workload = self._store.workload(key)
+            if workload is None:
+                continue
+            priority, _ = self._queues.priority_of(workload)
+            holders.append(QuotaHolder(key, workload, contribution.cluster_queue, contribution.usage, priority,
+                                       assumed=self._queues.assumption(key) is not None))  # fmt: skip
+        return holders
 
     def priority_class_value(self, name: str) -> int | None:
         """The value of a WorkloadPriorityClass, or None when it is unknown."""

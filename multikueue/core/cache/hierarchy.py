@@ -101,6 +101,8 @@ class QuotaTree:
         self._leaves: dict[str, QuotaNode] = {}
         self._cohort_nodes: dict[str, QuotaNode] = {}
         self._contributions: dict[WorkloadKey, Contribution] = {}
+        #: ClusterQueue -> the Workloads holding quota in it (the index of ``_contributions``).
+        self._holders: dict[str, set[WorkloadKey]] = {}
         self._cq_stats: dict[str, QueueStats] = {}
         self._lq_stats: dict[LocalQueueKey, QueueStats] = {}
 
@@ -241,9 +243,15 @@ class QuotaTree:
         if old is not None:
             self._apply(old, -1, touch_quota=not same_quota)
             del self._contributions[key]
+            holders = self._holders.get(old.cluster_queue)
+            if holders is not None:
+                holders.discard(key)
+                if not holders:
+                    del self._holders[old.cluster_queue]
         if new is not None:
             self._apply(new, +1, touch_quota=not same_quota)
             self._contributions[key] = new
+            self._holders.setdefault(new.cluster_queue, set()).add(key)
         if same_quota:
             return ()
         return tuple(c.cluster_queue for c in (old, new) if c is not None)
@@ -260,6 +268,12 @@ class QuotaTree:
                 add_usage(node, fr, amount)
             else:
                 remove_usage(node, fr, amount)
+
+    def holders_in_tree(self, cq_name: str) -> list[tuple[WorkloadKey, Contribution]]:
+        """Every Workload holding quota in the ClusterQueue's quota tree (its cohort's ClusterQueues), by key."""
+        return sorted(
+            (key, self._contributions[key]) for name in self.tree_of(cq_name) for key in self._holders.get(name, ())
+        )
 
     def usage(self, cq_name: str) -> dict[FlavorResource, Decimal]:
         """Quota held in the ClusterQueue (admitted, reserving and assumed Workloads), non-zero entries only."""

@@ -119,7 +119,7 @@ class PendingQueues:
             pod_sets, invalid = previous.pod_sets, previous.invalid
         else:
             pod_sets, invalid = _read_pod_sets(workload)
-        priority, priority_class = self._priority_of(workload)
+        priority, priority_class = self.priority_of(workload)
         requeue_state = workload.status.requeue_state
         return PendingWorkload(
             key=key,
@@ -134,7 +134,7 @@ class PendingQueues:
             invalid=invalid,
         )
 
-    def _priority_of(self, workload: Workload) -> tuple[int, str | None]:
+    def priority_of(self, workload: Workload) -> tuple[int, str | None]:
         """``spec.priority``; else the value of its WorkloadPriorityClass (reference or label); else 0."""
         if workload.spec.priority is not None:
             return workload.spec.priority, None

@@ -21,7 +21,7 @@ PUBLIC_METHODS = {
     "cluster_queue_status", "cohort_root", "delete_admission_check", "delete_cluster_queue", "delete_cohort",
     "delete_flavor", "delete_local_queue", "delete_namespace", "delete_priority_class", "delete_workload",
     "flavors", "forget", "is_assumed", "local_queue", "local_queue_keys", "local_queue_status", "local_queues_of",
-    "namespace_labels", "next_requeue_at", "pending_in_local_queue", "priority_class_value", "take_dirty",
+    "namespace_labels", "next_requeue_at", "pending_in_local_queue", "priority_class_value", "quota_holders", "recheck", "take_dirty",
     "upsert_admission_check", "upsert_cluster_queue", "upsert_cohort", "upsert_flavor", "upsert_local_queue",
     "upsert_namespace", "upsert_priority_class", "upsert_workload", "usage", "workload", "workloads_items",
 }  # fmt: skip
@@ -93,3 +93,26 @@ def test_a_priority_class_change_reorders_its_workloads(build: Build) -> None:
     assert cache.take_dirty(build.now).local_queues == {("default", "user-queue")}
     cache.upsert_namespace("default", {"team": "a"})
     assert cache.take_dirty(build.now).local_queues == {("default", "user-queue")}
+
+
+def test_quota_holders_are_the_whole_cohort_trees_with_priorities_and_assumptions(build: Build) -> None:
+    cache = seeded(build)
+    cache.upsert_priority_class(build.priority_class("high", 100))
+    reserved = [build.condition("QuotaReserved", "True", "QuotaReserved")]
+    cache.upsert_workload(build.workload("in-a", priority=5, admission=build.admission("a").to_dict(), conditions=reserved))
+    cache.upsert_workload(
+        build.workload("in-b", labels={"kueue.x-k8s.io/priority-class": "high"}, admission=build.admission("b", {"cpu": "2"}).to_dict(),
+                       conditions=reserved)
+    )  # fmt: skip
+    cache.upsert_workload(build.workload("alone", admission=build.admission("alone").to_dict(), conditions=reserved))
+    cache.upsert_workload(build.workload("new"))
+    cache.assume(("default", "new"), build.admission("a", {"cpu": "1"}))
+
+    holders = {h.key[1]: h for h in cache.quota_holders("a")}
+    assert set(holders) == {"in-a", "in-b", "new"}, "a and b share the cohort; alone does not"
+    assert (holders["in-a"].priority, holders["in-b"].priority, holders["new"].priority) == (5, 100, 0)
+    assert holders["in-b"].cluster_queue == "b" and holders["in-b"].usage == {CPU: Decimal(2)}
+    assert holders["new"].assumed and not holders["in-a"].assumed
+    assert [h.key[1] for h in cache.quota_holders("alone")] == ["alone"]
+    cache.delete_workload(("default", "in-b"))
+    assert {h.key[1] for h in cache.quota_holders("b")} == {"in-a", "new"}

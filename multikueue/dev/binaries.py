@@ -100,7 +100,7 @@ def find_go() -> str:
     return go
 
 
-def _go_build(go: str, args: list[str], cwd: Path | None, env: dict[str, str], what: str) -> None:
+def go_build(go: str, args: list[str], cwd: Path | None, env: dict[str, str], what: str) -> None:
     log.info("building", component=what, command=" ".join(args))
     proc = subprocess.run(
         [go, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -129,7 +129,7 @@ def ensure_binaries(rebuild: bool = False) -> BuildReport:
     if target.controlplane in missing:
         module = source_checkout() / "hack" / "controlplane"
         tmp = target.controlplane.with_suffix(".tmp")
-        _go_build(
+        go_build(
             go,
             ["build", "-trimpath", f"-ldflags={CONTROLPLANE_LDFLAGS}", "-o", str(tmp), "."],
             module,
@@ -144,7 +144,7 @@ def ensure_binaries(rebuild: bool = False) -> BuildReport:
     if target.kwok in missing:
         gobin = target.kwok.parent / "kwok-build"
         gobin.mkdir(exist_ok=True)
-        _go_build(
+        go_build(
             go,
             ["install", "-trimpath", "-ldflags=-s -w", f"{KWOK_MODULE}@{KWOK_VERSION}"],
             None,

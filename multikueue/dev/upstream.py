@@ -37,7 +37,7 @@ from pathlib import Path
 import structlog
 
 from multikueue.dev import containers
-from multikueue.dev.binaries import binaries_dir, find_go
+from multikueue.dev.binaries import binaries_dir, find_go, go_build
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.paths import cache_dir, source_checkout
 
@@ -127,18 +127,13 @@ def ensure_binary(source: Source) -> Path:
     tmp = target.with_suffix(".tmp")
     started = time.monotonic()
     print(f"--- building upstream Kueue {VERSION} (cmd/kueue, about 10 minutes cold on two cores)", flush=True)
-    proc = subprocess.run(
-        [go, "build", "-mod=vendor", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "./cmd/kueue"],
-        cwd=source.root,
-        env={**os.environ, "CGO_ENABLED": "0"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        check=False,
+    go_build(
+        go,
+        ["build", "-mod=vendor", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "./cmd/kueue"],
+        source.root,
+        {**os.environ, "CGO_ENABLED": "0"},
+        f"upstream Kueue {VERSION}",
     )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
-        raise DevEnvironmentError(f"building upstream Kueue failed (go exit code {proc.returncode}):\n{tail}")
     tmp.replace(target)
     log.info("built upstream kueue", binary=str(target), seconds=round(time.monotonic() - started, 1))
     return target

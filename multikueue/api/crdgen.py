@@ -20,7 +20,7 @@ Mapping rules, in short:
   such as ``{}`` are given with ``Schema(default=...)``);
 * quantities are int-or-string (``anyOf`` integer/string).
 
-Run ``python -m multikueue.api.crdgen [--check] [--dir config/crd/bases]``
+Run ``python -m multikueue.api.crdgen [--check] [--dir config/crd]``
 (the CLI's ``multikueue crds generate`` does the same).
 """
 
@@ -66,8 +66,12 @@ __all__ = [
 
 #: The command that regenerates the files, named in their header and in errors.
 REGENERATE_COMMAND = "multikueue crds generate"
-#: Where the generated files live, relative to the repository root.
-CRD_DIR = Path("config/crd/bases")
+#: Where the generated files live, relative to the repository root: the CRDs in ``bases/``, so that
+#: ``kubectl apply -f config/crd/bases/`` applies them as they are, and beside that folder the
+#: ``kustomization.yaml`` listing them for ``-k`` and the install bases.
+CRD_DIR = Path("config/crd")
+#: The folder of the CRDs, inside :data:`CRD_DIR`.
+BASES = "bases"
 #: The kustomization listing the generated CRDs.
 KUSTOMIZATION = "kustomization.yaml"
 
@@ -345,29 +349,35 @@ def generate_crds() -> dict[str, str]:
 
 
 def generate_files() -> dict[str, str]:
-    """The CRDs plus the ``kustomization.yaml`` listing them: everything in ``config/crd/bases``."""
-    files = generate_crds()
+    """Everything in ``config/crd``, by path relative to it: ``bases/<crd>.yaml`` and the ``kustomization.yaml``."""
+    crds = {f"{BASES}/{name}": text for name, text in generate_crds().items()}
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": sorted(files),
+        "resources": sorted(crds),
     }
-    files[KUSTOMIZATION] = _to_yaml(kustomization)
-    return files
+    return {**crds, KUSTOMIZATION: _to_yaml(kustomization)}
 
 
-def _is_ours(path: Path) -> bool:
-    """Files this generator owns in the output folder."""
-    return path.name == KUSTOMIZATION or (path.name.startswith(f"{GROUP}_") and path.suffix == ".yaml")
+def _ours(directory: Path) -> list[str]:
+    """Files this generator owns under the output folder (relative paths), whether it would write them or not."""
+    owned = [KUSTOMIZATION] if (directory / KUSTOMIZATION).is_file() else []
+    bases = directory / BASES
+    if bases.is_dir():
+        owned += [
+            f"{BASES}/{p.name}" for p in sorted(bases.iterdir())
+            if p.is_file() and (p.name == KUSTOMIZATION or (p.name.startswith(f"{GROUP}_") and p.suffix == ".yaml"))
+        ]  # fmt: skip
+    return owned
 
 
 def write_crds(directory: Path) -> list[Path]:
-    """Write the generated files, removing CRD files of kinds that no longer exist."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write the generated files, removing files it owned that it no longer writes (a kind gone, an old layout)."""
+    (directory / BASES).mkdir(parents=True, exist_ok=True)
     files = generate_files()
-    for stale in sorted(directory.iterdir()):
-        if stale.is_file() and _is_ours(stale) and stale.name not in files:
-            stale.unlink()
+    for stale in _ours(directory):
+        if stale not in files:
+            (directory / stale).unlink()
     written = []
     for name, text in files.items():
         path = directory / name
@@ -377,15 +387,14 @@ def write_crds(directory: Path) -> list[Path]:
 
 
 def check_crds(directory: Path) -> list[str]:
-    """Names of files in ``directory`` that are missing, differ from the models, or should not be there."""
+    """Paths (relative to ``directory``) that are missing, differ from the models, or should not be there."""
     files = generate_files()
     stale = []
     for name, text in files.items():
         path = directory / name
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             stale.append(name)
-    if directory.is_dir():
-        stale.extend(p.name for p in directory.iterdir() if p.is_file() and _is_ours(p) and p.name not in files)
+    stale.extend(name for name in _ours(directory) if name not in files)
     return sorted(stale)
 
 

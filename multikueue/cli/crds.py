@@ -8,7 +8,7 @@ from pathlib import Path
 
 from multikueue.api import crdgen
 
-DEFAULT_DIR = Path("config/crd/bases")
+DEFAULT_DIR = crdgen.CRD_DIR
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -174,7 +174,8 @@ def test_generate_crds_has_one_crd_per_kind_and_kustomization_lists_them() -> No
     crds = crdgen.generate_crds()
     assert sorted(crds) == sorted(f"kueue.x-k8s.io_{model.plural}.yaml" for model in KINDS)
     kustomization = yaml.safe_load(crdgen.generate_files()[crdgen.KUSTOMIZATION])
-    assert kustomization["resources"] == sorted(crds)
+    assert kustomization["resources"] == sorted(f"bases/{name}" for name in crds)
+    assert set(crdgen.generate_files()) == {crdgen.KUSTOMIZATION, *(f"bases/{name}" for name in crds)}
     for name, text in crds.items():
         document = yaml.safe_load(text)
         assert document["kind"] == "CustomResourceDefinition", name
@@ -192,15 +193,19 @@ def test_main_check_fails_naming_stale_files_and_the_command(
     assert crdgen.main(["--dir", str(tmp_path)]) == 0
     assert crdgen.main(["--check", "--dir", str(tmp_path)]) == 0
 
-    (tmp_path / "kueue.x-k8s.io_workloads.yaml").write_text("# edited\n", encoding="utf-8")
-    (tmp_path / "kueue.x-k8s.io_gone.yaml").write_text("# a kind that no longer exists\n", encoding="utf-8")
-    assert crdgen.check_crds(tmp_path) == ["kueue.x-k8s.io_gone.yaml", "kueue.x-k8s.io_workloads.yaml"]
+    (tmp_path / "bases/kueue.x-k8s.io_workloads.yaml").write_text("# edited\n", encoding="utf-8")
+    (tmp_path / "bases/kueue.x-k8s.io_gone.yaml").write_text("# a kind that no longer exists\n", encoding="utf-8")
+    (tmp_path / "bases/kustomization.yaml").write_text("# the old layout's\n", encoding="utf-8")
+    assert crdgen.check_crds(tmp_path) == [
+        "bases/kueue.x-k8s.io_gone.yaml", "bases/kueue.x-k8s.io_workloads.yaml", "bases/kustomization.yaml"
+    ]
     capsys.readouterr()
     assert crdgen.main(["--check", "--dir", str(tmp_path)]) == 1
-    assert "kueue.x-k8s.io_gone.yaml, kueue.x-k8s.io_workloads.yaml" in capsys.readouterr().err
+    assert "bases/kueue.x-k8s.io_gone.yaml, bases/kueue.x-k8s.io_workloads.yaml" in capsys.readouterr().err
 
     crdgen.write_crds(tmp_path)
-    assert not (tmp_path / "kueue.x-k8s.io_gone.yaml").exists()
+    assert not (tmp_path / "bases/kueue.x-k8s.io_gone.yaml").exists()
+    assert not (tmp_path / "bases/kustomization.yaml").exists()
     assert crdgen.check_crds(tmp_path) == []
 
 
@@ -619,3 +624,9 @@ def test_rule_samples_exercise_both_verdicts() -> None:
         if verdicts != {True, False}:
             one_sided.append(f"{short}:{path or '<root>'} -> {verdicts}")
     assert not one_sided, "\n".join(one_sided)
+
+
+def test_the_committed_bases_folder_holds_only_crds_so_kubectl_apply_f_takes_it_as_is() -> None:
+    """``kubectl apply -f config/crd/bases/`` applies every file there: a kustomization.yaml in it would fail."""
+    for path in sorted((REPO / crdgen.CRD_DIR / crdgen.BASES).iterdir()):
+        assert yaml.safe_load(path.read_text())["kind"] == "CustomResourceDefinition", path.name

@@ -353,7 +353,7 @@ class TestBuild:
         assert find(docs, "Certificate", "multikueue-serving-cert")
         assert allowed(docs, TEKTON_NEEDS[0])
 
-    @pytest.mark.parametrize("path", ["crd/bases", "rbac", "rbac/manager", "rbac/worker", "rbac/users", "manager", "worker-access"])
+    @pytest.mark.parametrize("path", ["crd", "rbac", "rbac/manager", "rbac/worker", "rbac/users", "manager", "worker-access"])
     def test_parts_build(self, path: str) -> None:
         assert kustomize(CONFIG / path)
 

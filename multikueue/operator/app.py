@@ -186,7 +186,8 @@ async def run_controller(options: ControllerOptions) -> None:
         try:
             if await kube.get_or_none(NAMESPACES, None, options.namespace) is None:
                 raise StartupError(
-                    f"namespace {options.namespace!r} does not exist; create it or pass --namespace"
+                    f"namespace {options.namespace!r} does not exist: create it "
+                    f"(kubectl create namespace {options.namespace}) or pass --namespace"
                 )
         except ApiException as exc:
             raise StartupError(f"cannot reach the API server: {exc.status} {exc.reason}") from None

@@ -137,6 +137,17 @@ class _Session:
         return [i for i in (self.workloads, *self.jobs.values()) if i is not None]
 
 
+def listing_advice(status: int) -> str:
+    """What to do about a worker apiserver's answer to listing Workloads, by HTTP status."""
+    if status == 429:
+        return "the worker's API server asks to try again later (its storage is still initializing); retrying"
+    if status in (401, 403):
+        return "check the RBAC of the kubeconfig's user on the worker (config/worker-access grants what is needed)"
+    if status == 404:
+        return "check that the Kueue CRDs are installed on the worker"
+    return "check the RBAC of the kubeconfig's user and that the Kueue CRDs are installed"
+
+
 @dataclass
 class RemoteCluster:
     """A worker as the manager sees it."""
@@ -323,7 +334,7 @@ class RemoteCluster:
             if workloads.last_status is not None:
                 return RemoteUnavailable(
                     MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
-                    f"worker API answered {workloads.last_error} when listing Workloads: check the RBAC of the kubeconfig's user and that the Kueue CRDs are installed",
+                    f"worker API answered {workloads.last_error} when listing Workloads: {listing_advice(workloads.last_status)}",
                 )
             return RemoteUnavailable(MultiKueueClusterReason.CLIENT_CONNECTION_FAILED, f"cannot reach {host}: {workloads.last_error}")
         for informer in session.jobs.values():

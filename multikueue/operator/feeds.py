@@ -116,6 +116,17 @@ def register_feeds(
         then=lambda m: workload_changed((m["namespace"], m["name"])),
     )
 
+    @kopf.index("scheduling.k8s.io", "v1", "priorityclasses", registry=registry, id="feed_priorityclasses")
+    async def index_pod_priority_class(name: str, body: kopf.Body, **_: Any) -> None:
+        value = body.get("value")
+        if isinstance(value, int):
+            cache.upsert_pod_priority_class(name, value, bool(body.get("globalDefault")))
+
+    @kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses", registry=registry, id="forget_priorityclasses")
+    async def forget_pod_priority_class(event: kopf.RawEvent, name: str, **_: Any) -> None:
+        if event.get("type") == "DELETED":
+            cache.delete_pod_priority_class(name)
+
     @kopf.index("", "v1", "namespaces", registry=registry, id="feed_namespaces")
     async def index_namespace(name: str, labels: Mapping[str, str], **_: Any) -> None:
         cache.upsert_namespace(name, dict(labels))

@@ -82,3 +82,29 @@ def test_a_higher_priority_job_preempts_the_newest_lower_one(
         o.wait_for(lambda: "insufficient unused quota" in waiting_message(), 30, what="the victim pending with the quota message")
     except o.WaitTimeout:
         pytest.fail(f"victim status: {kueue.get('Workload', workload_of(loser), ns).get('status')}")
+
+
+def test_a_jobs_pod_priority_class_gives_its_workload_priority(
+    kueue: o.Kueue, integration_clusters: Clusters, namespace: str
+) -> None:
+    """Upstream's second priority source: the pod template's priorityClassName (scheduling.k8s.io)."""
+    ns = namespace
+    scheduling = client.SchedulingV1Api(integration_clusters.manager)
+    scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=f"pods-{ns}"), value=4242))
+    try:
+        kueue.create(o.resource_flavor(f"default-{ns}"))
+        kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 2}}, scale_cpu=False))
+        kueue.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+        # The controller has seen what was created after the PriorityClass (watches of different kinds
+        # are not ordered, so this only makes the race with the Job's reconcile unlikely).
+        o.wait_for(lambda: o.is_true(kueue.get("LocalQueue", "user-queue", ns), "Active"), 30, what="LocalQueue active")
+        batch = client.BatchV1Api(integration_clusters.manager)
+        body = o.batch_job(ns, "with-pod-class", "user-queue", {"cpu": "1"})
+        body["spec"]["template"]["spec"]["priorityClassName"] = f"pods-{ns}"
+        created = batch.create_namespaced_job(ns, body)
+        name = workload_name_for_owner("with-pod-class", created.metadata.uid, "Job", "batch")
+        wl = o.wait_for(lambda: kueue.get_or_none("Workload", name, ns), 30, what="the Job's Workload")
+        assert wl["spec"]["priority"] == 4242
+        assert wl["spec"]["priorityClassRef"] == {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": f"pods-{ns}"}
+    finally:
+        scheduling.delete_priority_class(f"pods-{ns}")

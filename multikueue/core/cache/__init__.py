@@ -193,6 +193,25 @@ class Cache:
         for key in self._queues.with_priority_class(name):
             self._sync_workload(key)
 
+    # --- PriorityClass (scheduling.k8s.io) -------------------------------------------------------
+
+    def upsert_pod_priority_class(self, name: str, value: int, global_default: bool = False) -> None:
+        """Add or replace a pod PriorityClass: a priority source for Workloads of Jobs naming it (or of
+        every Job without one, when it is the ``globalDefault``). Existing Workloads keep the priority
+        they were created with, as upstream's do."""
+        self._store.put_pod_priority_class(name, value, global_default)
+
+    def delete_pod_priority_class(self, name: str) -> None:
+        self._store.remove_pod_priority_class(name)
+
+    def pod_priority_class_value(self, name: str) -> int | None:
+        """The value of a pod PriorityClass, or None when it is unknown."""
+        return self._store.pod_priority_class_value(name)
+
+    def default_pod_priority_class(self) -> str | None:
+        """The name of the ``globalDefault`` pod PriorityClass, if any."""
+        return self._store.default_pod_priority_class()
+
     # --- AdmissionCheck -------------------------------------------------------------------------
 
     def upsert_admission_check(self, check: AdmissionCheck) -> None:

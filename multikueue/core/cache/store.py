@@ -123,6 +123,8 @@ class ObjectStore:
         self._local_queues: dict[LocalQueueKey, LocalQueue] = {}
         self._local_queues_by_cq: dict[str, set[LocalQueueKey]] = {}
         self._priority_classes: dict[str, int] = {}
+        #: scheduling.k8s.io PriorityClasses: name -> (value, globalDefault).
+        self._pod_priority_classes: dict[str, tuple[int, bool]] = {}
         self._admission_checks: dict[str, bool] = {}
         self._check_controllers: dict[str, str] = {}
         self._namespaces: dict[str, dict[str, str]] = {}
@@ -331,6 +333,23 @@ class ObjectStore:
     def remove_priority_class(self, name: str) -> bool:
         """Forget a priority class; whether it was stored."""
         return self._priority_classes.pop(name, None) is not None
+
+    # --- PriorityClass (scheduling.k8s.io) ---------------------------------------------------------
+
+    def put_pod_priority_class(self, name: str, value: int, global_default: bool) -> None:
+        self._pod_priority_classes[name] = (value, global_default)
+
+    def remove_pod_priority_class(self, name: str) -> None:
+        self._pod_priority_classes.pop(name, None)
+
+    def pod_priority_class_value(self, name: str) -> int | None:
+        entry = self._pod_priority_classes.get(name)
+        return entry[0] if entry is not None else None
+
+    def default_pod_priority_class(self) -> str | None:
+        """The ``globalDefault`` PriorityClass (the highest value if several claim it, as the admission plugin does)."""
+        defaults = [(value, name) for name, (value, default) in self._pod_priority_classes.items() if default]
+        return max(defaults)[1] if defaults else None
 
     # --- Namespace -------------------------------------------------------------------------------
 

@@ -26,11 +26,12 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
-from multikueue.api.constants import Labels, WorkloadConditionType
+from multikueue.api.constants import WorkloadConditionType
 from multikueue.api.meta import LabelSelector
 from multikueue.api.resources import NAMESPACES
 from multikueue.api.workload import PriorityClassRef
 from multikueue.integrations.batchjob import job as batchjob
+from multikueue.integrations.batchjob.priority import priority_of
 from multikueue.integrations.batchjob.startstop import MissingFlavorError, PodSetMergeConflict
 from multikueue.integrations.batchjob.decide import JobAction, Step, decide, is_queued, workload_name_for
 from multikueue.core.cache import Cache
@@ -149,13 +150,12 @@ class JobReconciler:
             self._enqueue(prebuilt)
 
     def _priority(self, job: Mapping[str, Any]) -> tuple[int | None, PriorityClassRef | None]:
-        name = batchjob.labels_of(job).get(Labels.PRIORITY_CLASS)
-        if not name:
-            return None, None
-        value = self.cache.priority_class_value(name)
-        if value is None:
-            return None, None
-        return value, PriorityClassRef(group="kueue.x-k8s.io", kind="WorkloadPriorityClass", name=name)
+        return priority_of(
+            job,
+            self.cache.priority_class_value,
+            self.cache.pod_priority_class_value,
+            self.cache.default_pod_priority_class(),
+        )
 
     async def reconcile(self, job: Mapping[str, Any]) -> None:
         """Decide on ``job`` and apply the decision; on a write conflict, decide again on the live Job.

@@ -45,7 +45,11 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
    nor victims another preemptor of this cycle claimed). With victims, they
    are evicted and the candidate waits for them (upstream's message plus
    "Pending the preemption of N workload(s)"); it does not reserve in this
-   cycle. Without, it is pending as in 4.
+   cycle. Without, it is pending as in 4. Preemption is planned for one
+   candidate per ClusterQueue per cycle, the first that needs it in queue
+   order (upstream plans for queue heads only): planning is the expensive
+   part of a cycle, and a lower candidate preempting for quota the higher
+   one is about to take would only evict twice.
 """
 
 from __future__ import annotations
@@ -119,6 +123,9 @@ class CycleResult:
     admitted: list[AdmissionDecision] = field(default_factory=list)
     pending: list[PendingUpdate] = field(default_factory=list)
     preempted: list[PreemptionDecision] = field(default_factory=list)
+    #: ClusterQueues whose preemption was planned this cycle (once each: for their first candidate
+    #: that needs it, in queue order, as upstream plans only for queue heads).
+    planned_preemption: set[str] = field(default_factory=set, repr=False, compare=False)
     #: Run another cycle at this time even without events (the earliest end of a requeue backoff).
     next_cycle_at: datetime | None = None
 
@@ -318,7 +325,8 @@ def _run_round(cache: Cache, cursors: list[_Cursor], result: CycleResult, now: d
             )
             continue
         message = assignment.message
-        if assignment.preemptible:
+        if assignment.preemptible and state.name not in result.planned_preemption:
+            result.planned_preemption.add(state.name)
             message = _preempt(cache, state, entry, assignment, result, now)
         _report(result, entry.workload, WorkloadReason.PENDING, message)
         if state.strict_fifo:

@@ -124,7 +124,7 @@ def ensure_binary(source: Source) -> Path:
         return target
     go = find_go()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
+    tmp = target.parent / (target.name + ".tmp")
     started = time.monotonic()
     print(f"--- building upstream Kueue {VERSION} (cmd/kueue, about 10 minutes cold on two cores)", flush=True)
     go_build(

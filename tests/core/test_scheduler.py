@@ -859,14 +859,19 @@ def test_reclaim_within_cohort_takes_back_what_another_queue_borrows() -> None:
     assert names(schedule(cache, NOW)) == ["a-1"]
 
 
-def test_two_preemptors_of_one_cycle_never_claim_the_same_victim() -> None:
+def test_one_preemption_plan_per_cluster_queue_per_cycle_and_no_victim_twice() -> None:
     cache = seed_cache(**LOWER)
     cache.upsert_workload(workload("low-a", "4", priority=0, age=30))
     cache.upsert_workload(workload("low-b", "4", priority=0, age=29))
     admit_all(cache, schedule(cache, NOW))
     cache.upsert_workload(workload("high-1", "4", priority=10, age=2))
     cache.upsert_workload(workload("high-2", "4", priority=10, age=1))
-    result = schedule(cache, NOW)
-    victims = [d.victim[1] for d in result.preempted]
-    assert sorted(victims) == ["low-a", "low-b"] and len(set(victims)) == 2
-    assert {d.preemptor[1] for d in result.preempted} == {"high-1", "high-2"}
+    first = schedule(cache, NOW)
+    assert [(d.preemptor[1], d.victim[1]) for d in first.preempted] == [("high-1", first.preempted[0].victim[1])]
+    assert pending(first)["high-2"][1] == SEED_MESSAGE, "the second waits without planning in this cycle"
+    evict(cache, first)
+    second = schedule(cache, NOW)
+    assert names(second) == ["high-1"]
+    victims = [d.victim[1] for d in first.preempted + second.preempted]
+    assert sorted(victims) == ["low-a", "low-b"], "the next cycle plans for high-2, on the other victim"
+    assert [d.preemptor[1] for d in second.preempted] == ["high-2"]

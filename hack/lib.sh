@@ -2,6 +2,14 @@
 MULTIKUEUE_CACHE="${MULTIKUEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/multikueue}"
 export MULTIKUEUE_CACHE
 
+# The pinned Python dependencies, with their hashes (hack/update-lock.sh writes it).
+LOCK_FILE="${LOCK_FILE:-requirements.lock}"
+
+# ensure_venv: a virtualenv in the cache folder holding exactly the packages of
+# $LOCK_FILE (hash-checked) and this checkout (editable), activated. The
+# install runs only when the lock, pyproject.toml or the Python changed since
+# the last one (their hash is kept in the venv's stamp file): a run with
+# nothing to install neither reaches the index nor prints pip's lines.
 ensure_venv() {
   local python="${PYTHON:-python3}"
   if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -15,9 +23,20 @@ ensure_venv() {
   fi
   # shellcheck disable=SC1091
   source "$venv/bin/activate"
-  echo "--- installing multikueue and its dependencies"
-  python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+  local stamp="$venv/.multikueue-install" want
+  want=$({ python -c 'import sys; print(sys.executable, sys.version)'; pwd; cat "$LOCK_FILE" pyproject.toml; } | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  echo "--- installing multikueue and its pinned dependencies ($LOCK_FILE) into $venv"
+  local start=$SECONDS
+  rm -f "$stamp"
+  # --require-hashes: every package, the build requirements included, must match the lock.
+  python -m pip install --quiet --disable-pip-version-check --require-hashes -r "$LOCK_FILE"
+  # No build isolation: setuptools and wheel come from the lock, not a fresh unpinned download.
+  python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+  echo "$want" >"$stamp"
+  echo "    done in $((SECONDS - start))s"
 }
 
 # step DESCRIPTION COMMAND [ARG...]: runs the command (a function is fine) with

@@ -1,4 +1,4 @@
-"""Generate the CustomResourceDefinitions of ``kueue.x-k8s.io/v1beta2`` from the models.
+"""Generate the CustomResourceDefinitions of ``kueue.x-k8s.io`` (v1beta2 and v1beta1) from the models.
 
 The models are the single source of truth: this module walks their fields
 and type annotations and writes one ``apiextensions.k8s.io/v1`` CRD per
@@ -19,6 +19,13 @@ Mapping rules, in short:
 * a field's scalar Python default becomes its CRD default (object defaults
   such as ``{}`` are given with ``Schema(default=...)``);
 * quantities are int-or-string (``anyOf`` integer/string).
+
+Each CRD serves v1beta2 (stored) and, for upstream's manifests, v1beta1,
+whose schema is v1beta2's with the edits of
+:mod:`multikueue.api.conversion.schema` applied. Kinds whose versions differ
+convert through the controller's webhook (``spec.conversion``, pointing at
+the Service of ``config/default``; the controller points it at itself and
+fills in the ``caBundle`` when its webhook server starts).
 
 Run ``python -m multikueue.api.crdgen [--check] [--dir config/crd]``
 (the CLI's ``multikueue crds generate`` does the same).
@@ -44,6 +51,9 @@ from pydantic_core import PydanticUndefined
 
 from multikueue.api import KINDS
 from multikueue.api.constants import GROUP, VERSION
+from multikueue.api.conversion import CONVERTERS, SPOKE
+from multikueue.api.conversion.schema import DEPRECATION_WARNING, EDITS, Add, Edit, Remove, Rename, Required, Rules
+from multikueue.api.conversion.schema import Enum as MoreValues
 from multikueue.api.meta import KueueObject
 from multikueue.api.quantity import quantity_json
 from multikueue.api.schema import UNSET, Schema, merge_schemas
@@ -53,7 +63,10 @@ __all__ = [
     "KUSTOMIZATION",
     "REGENERATE_COMMAND",
     "PrinterColumn",
+    "CONVERSION_PATH",
+    "CONVERSION_SERVICE",
     "check_crds",
+    "conversion_stanza",
     "crd_document",
     "crd_documents",
     "crd_file_name",
@@ -61,6 +74,7 @@ __all__ = [
     "generate_files",
     "main",
     "openapi_schema",
+    "v1beta1_schema",
     "write_crds",
 ]
 
@@ -74,6 +88,11 @@ CRD_DIR = Path("config/crd")
 BASES = "bases"
 #: The kustomization listing the generated CRDs.
 KUSTOMIZATION = "kustomization.yaml"
+
+#: The webhook path the API server posts ConversionReviews to.
+CONVERSION_PATH = "/convert"
+#: (namespace, name, port) of the Service ``config/default`` puts in front of the controller's webhooks.
+CONVERSION_SERVICE = ("kueue-system", "multikueue-webhook-service", 443)
 
 _HEADER = (
     f"# Generated from the pydantic models in multikueue/api by `{REGENERATE_COMMAND}`.\n"
@@ -290,6 +309,110 @@ def openapi_schema(model: type[KueueObject]) -> dict[str, Any]:
     return node
 
 
+# --- v1beta1: v1beta2 edited ---------------------------------------------------
+
+
+class SchemaEditError(ValueError):
+    """An edit of :mod:`multikueue.api.conversion.schema` does not fit the v1beta2 schema (a stale path)."""
+
+
+def _node_at(root: dict[str, Any], path: str, edit: Edit) -> dict[str, Any]:
+    node = root
+    for part in [p for p in path.split(".") if p]:
+        name, items = (part[:-2], True) if part.endswith("[]") else (part, False)
+        try:
+            node = node["properties"][name]
+            if items:
+                node = node["items"]
+        except KeyError:
+            raise SchemaEditError(f"{edit}: no {part!r} in the v1beta2 schema") from None
+    return node
+
+
+def _parent_and_name(root: dict[str, Any], edit: Edit) -> tuple[dict[str, Any], str]:
+    parent, _, name = edit.path.rpartition(".")
+    return _node_at(root, parent, edit), name
+
+
+def _rename_in_rules(node: dict[str, Any], old: str, new: str) -> None:
+    import re
+
+    pattern = re.compile(rf"\b{re.escape(old)}\b")
+    for rule in node.get("x-kubernetes-validations", []):
+        rule["rule"] = pattern.sub(new, rule["rule"])
+        rule["message"] = pattern.sub(new, rule["message"])
+
+
+def _apply_edit(root: dict[str, Any], edit: Edit) -> None:
+    if isinstance(edit, Rename):
+        parent, name = _parent_and_name(root, edit)
+        properties = parent.get("properties", {})
+        if name not in properties:
+            raise SchemaEditError(f"{edit}: no {name!r} to rename")
+        properties[edit.name] = properties.pop(name)
+        parent["properties"] = dict(sorted(properties.items()))
+        if name in parent.get("required", []):
+            parent["required"] = sorted(edit.name if r == name else r for r in parent["required"])
+        _rename_in_rules(parent, name, edit.name)
+    elif isinstance(edit, Remove):
+        parent, name = _parent_and_name(root, edit)
+        if parent.get("properties", {}).pop(name, None) is None:
+            raise SchemaEditError(f"{edit}: no {name!r} to remove")
+        if name in parent.get("required", []):
+            parent["required"] = [r for r in parent["required"] if r != name]
+            if not parent["required"]:
+                del parent["required"]
+    elif isinstance(edit, Add):
+        parent, name = _parent_and_name(root, edit)
+        node, _ = _schema_for_type(edit.annotation, [], edit.path)
+        node.setdefault("description", edit.description)
+        parent["properties"] = dict(sorted({**parent.get("properties", {}), name: node}.items()))
+    elif isinstance(edit, MoreValues):
+        node = _node_at(root, edit.path, edit)
+        node["enum"] = [*node["enum"], *edit.values]
+    elif isinstance(edit, Required):
+        node = _node_at(root, edit.path, edit)
+        node["required"] = sorted(edit.names)
+    elif isinstance(edit, Rules):
+        node = _node_at(root, edit.path, edit)
+        kept = [r for r in node.get("x-kubernetes-validations", []) if not any(w in r["rule"] for w in edit.drop)]
+        kept += [{"rule": r.rule, "message": r.message} for r in edit.add]
+        if kept:
+            node["x-kubernetes-validations"] = kept
+        else:
+            node.pop("x-kubernetes-validations", None)
+    else:  # pragma: no cover - a new edit type without a case here
+        raise SchemaEditError(f"unknown edit {edit!r}")
+
+
+def v1beta1_schema(model: type[KueueObject]) -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of v1beta1: v1beta2's with the kind's edits applied."""
+    import copy
+
+    root = copy.deepcopy(openapi_schema(model))
+    for edit in EDITS.get(model.kind, ()):
+        _apply_edit(root, edit)
+    return root
+
+
+def conversion_stanza(
+    url: str | None = None,
+    service: tuple[str, str, int] | None = CONVERSION_SERVICE,
+    ca_bundle: str | None = None,
+) -> dict[str, Any]:
+    """``spec.conversion`` of a converted kind: the webhook at :data:`CONVERSION_PATH`, by URL or Service."""
+    client_config: dict[str, Any]
+    if url is not None:
+        client_config = {"url": url.rstrip("/") + CONVERSION_PATH}
+    else:
+        assert service is not None
+        namespace, name, port = service
+        client_config = {"service": {"namespace": namespace, "name": name, "path": CONVERSION_PATH, "port": port}}
+    if ca_bundle:
+        client_config["caBundle"] = ca_bundle
+    return {"strategy": "Webhook", "webhook": {"clientConfig": client_config, "conversionReviewVersions": ["v1"]}}
+
+
 # --- CRD documents -----------------------------------------------------------
 
 
@@ -314,21 +437,38 @@ def crd_document(model: type[KueueObject]) -> dict[str, Any]:
         "storage": True,
         "schema": {"openAPIV3Schema": openapi_schema(model)},
     }
+    old: dict[str, Any] = {
+        "name": SPOKE,
+        "served": True,
+        "storage": False,
+        "deprecated": True,
+        "deprecationWarning": DEPRECATION_WARNING,
+        "schema": {"openAPIV3Schema": v1beta1_schema(model)},
+    }
     if "status" in model.model_fields:
         version["subresources"] = {"status": {}}
+        old["subresources"] = {"status": {}}
     columns = PRINTER_COLUMNS.get(model.kind, ())
     if columns:
         version["additionalPrinterColumns"] = [column.as_dict() for column in columns]
+        renames = {f".{e.path}": f".{e.path.rpartition('.')[0]}.{e.name}".replace("..", ".") for e in EDITS.get(model.kind, ()) if isinstance(e, Rename)}
+        old["additionalPrinterColumns"] = [
+            {**column.as_dict(), "jsonPath": renames.get(column.json_path, column.json_path)} for column in columns
+        ]
+    spec: dict[str, Any] = {
+        "group": GROUP,
+        "names": names,
+        "scope": "Namespaced" if model.namespaced else "Cluster",
+        # v1beta2 first: readers that take the first version get the stored one.
+        "versions": [version, old],
+    }
+    if model.kind in CONVERTERS:
+        spec["conversion"] = conversion_stanza()
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{model.plural}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "names": names,
-            "scope": "Namespaced" if model.namespaced else "Cluster",
-            "versions": [version],
-        },
+        "spec": spec,
     }
 
 
@@ -402,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Write the CRDs, or with ``--check`` report (exit 1) when the committed ones are stale."""
     parser = argparse.ArgumentParser(
         prog="python -m multikueue.api.crdgen",
-        description="Generate the kueue.x-k8s.io/v1beta2 CRDs from the models in multikueue/api.",
+        description="Generate the kueue.x-k8s.io CRDs (v1beta2, and v1beta1 by conversion) from the models in multikueue/api.",
     )
     parser.add_argument("--check", action="store_true", help="do not write; fail if the files are out of date")
     parser.add_argument("--dir", type=Path, default=CRD_DIR, help=f"output folder (default: {CRD_DIR})")

@@ -221,11 +221,12 @@ async def run_controller(options: ControllerOptions) -> None:
                 namespace=options.namespace,
                 name=options.leader_election_id or default_lease_name(options.role),
                 identity=default_identity(),
-                lead=controller.lead_until,
+                lead=metrics.leading(controller.lead_until),  # replica_role: leader while leading
             )
             if options.leader_elect
             else None
         )
+        metrics.set_replica_role(metrics.ROLE_FOLLOWER if elector is not None else metrics.ROLE_STANDALONE)
         stop_leading = asyncio.Event()
         leadership: list[asyncio.Task[None]] = []
         failures: list[str] = []

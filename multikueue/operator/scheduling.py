@@ -107,7 +107,7 @@ class SchedulingLoop:
                 except (ApiException, HTTPError) as exc:
                     log.error("preemption not written; the next cycle plans again", workload=name, error=str(exc)[:200])
                 if written:
-                    metrics.PREEMPTED_WORKLOADS.labels(decision.preempting_cluster_queue, decision.reason).inc()
+                    metrics.workload_preempted(decision.preempting_cluster_queue, decision.reason)
                     log.info("preempted", workload=name, reason=decision.reason,
                              preemptor=f"{decision.preemptor[0]}/{decision.preemptor[1]}")  # fmt: skip
         finally:

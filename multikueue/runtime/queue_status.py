@@ -4,12 +4,14 @@ The views come from the core cache; this module only turns them into status
 patches and writes those that changed. The last written body per queue is
 remembered so a quiet system makes no writes at all, and the object's own
 status (as last seen) is compared too, so a restart does not rewrite every
-queue.
+queue. The same views feed the per-ClusterQueue gauges (pending, reserving,
+admitted, quota and usage per flavor and resource), reported at each sync.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any
 
 import structlog
@@ -18,7 +20,9 @@ from urllib3.exceptions import HTTPError
 
 from multikueue.api.constants import ACTIVE, ConditionStatus
 from multikueue.api.meta import Condition, find_condition
-from multikueue.core.cache import Cache
+from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.quantity import parse_quantity
+from multikueue.core.cache import Cache, ClusterQueueStatusView, PendingWorkload
 from multikueue.runtime import metrics
 from multikueue.runtime.kube import AsyncKube
 from multikueue.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
@@ -44,6 +48,58 @@ def _comparable(status: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _inadmissible(entry: PendingWorkload, now: datetime) -> bool:
+    """Upstream parks a Workload as inadmissible once it was tried and did not fit, until something changes.
+
+    Here: the scheduler wrote why it waits (``QuotaReserved=False``, also
+    written on eviction), its requests cannot be counted, or it is in
+    requeue backoff. The rest have not been tried since they were queued.
+    """
+    return entry.condition is not None or entry.invalid is not None or (
+        entry.requeue_at is not None and entry.requeue_at > now
+    )
+
+
+def _queue_samples(cache: Cache, cq: ClusterQueue, view: ClusterQueueStatusView, now: datetime) -> list[metrics.Sample]:
+    """The queue gauges of one ClusterQueue, from the cache (no API call)."""
+    name = cq.metadata.name or ""
+    inadmissible = sum(
+        _inadmissible(entry, now) for lq in cache.local_queues_of(name) for entry in cache.pending_in_local_queue(lq)
+    )
+    state = cache.cluster_queue_state(name)
+    quotas = state.node.quotas if state is not None else {}
+
+    def amounts(usage_list: list[dict[str, Any]]) -> dict[tuple[str, str], Decimal]:
+        return {(f["name"], r["name"]): parse_quantity(r["total"]) for f in usage_list for r in f["resources"]}
+
+    usage, reservation = amounts(view.flavors_usage), amounts(view.flavors_reservation)
+    if cq.metadata.deletion_timestamp is not None:
+        status = metrics.CQ_TERMINATING
+    else:
+        status = metrics.CQ_ACTIVE if view.active else metrics.CQ_PENDING
+    return metrics.cluster_queue_samples(
+        name,
+        cohort=cq.spec.cohort_name or "",
+        status=status,
+        pending_active=max(0, view.pending_workloads - inadmissible),
+        pending_inadmissible=inadmissible,
+        reserving=view.reserving_workloads,
+        admitted=view.admitted_workloads,
+        quotas=[
+            metrics.QuotaLine(
+                flavor=flavor,
+                resource=resource,
+                nominal=quota.nominal,
+                borrowing_limit=quota.borrowing_limit,
+                lending_limit=quota.lending_limit,
+                usage=usage.get((flavor, resource), Decimal(0)),
+                reservation=reservation.get((flavor, resource), Decimal(0)),
+            )
+            for (flavor, resource), quota in sorted(quotas.items())
+        ],
+    )
+
+
 class QueueStatusWriter:
     def __init__(self, kube: AsyncKube, cache: Cache) -> None:
         self.kube = kube
@@ -51,13 +107,16 @@ class QueueStatusWriter:
         self._written: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     async def sync(self) -> None:
+        queues: list[tuple[str, ClusterQueue, ClusterQueueStatusView]] = []
         for name in list(self.cache.cluster_queue_names()):
             cq = self.cache.cluster_queue(name)
             view = self.cache.cluster_queue_status(name)
-            if cq is None or view is None:
-                continue
-            metrics.PENDING_WORKLOADS.labels(name).set(view.pending_workloads)
-            metrics.RESERVING_WORKLOADS.labels(name).set(view.reserving_workloads)
+            if cq is not None and view is not None:
+                queues.append((name, cq, view))
+        # The gauges before the writes: one consistent set, taken before any await.
+        now = datetime.now(timezone.utc)
+        metrics.report_queue_gauges([s for _, cq, view in queues for s in _queue_samples(self.cache, cq, view, now)])
+        for name, cq, view in queues:
             status = {
                 "conditions": [_active_condition(cq.status.conditions, view.active, view.reason, view.message)],
                 **view.status_fields(),

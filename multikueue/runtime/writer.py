@@ -24,7 +24,6 @@ import structlog
 from kubernetes.client.rest import ApiException
 
 from multikueue.api.constants import Finalizers
-from multikueue.api.meta import utcnow
 from multikueue.api.resources import WORKLOADS
 from multikueue.api.workload import Workload
 from multikueue.core.lifecycle import WorkloadUpdate, finished_status
@@ -100,12 +99,7 @@ class WorkloadWriter:
                 log.debug("reservation dropped: workload changed", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
                 return False
             raise
-        metrics.QUOTA_RESERVED_WORKLOADS.labels(cluster_queue).inc()
-        if not checks:
-            metrics.ADMITTED_WORKLOADS.labels(cluster_queue).inc()
-        if wl.metadata.creation_timestamp is not None:
-            waited = (utcnow() - wl.metadata.creation_timestamp).total_seconds()
-            metrics.ADMISSION_WAIT.labels(cluster_queue).observe(max(0.0, waited))
+        metrics.quota_reserved(wl, cluster_queue, admitted=not checks)
         log.info("quota reserved", workload=f"{wl.namespace}/{wl.name}", cluster_queue=cluster_queue, checks=list(checks))
         # One Event per admission: when no check is pending it also says the Workload is admitted
         # (upstream posts a second "Admitted" Event; the lifecycle transition does so when checks exist).
@@ -149,9 +143,9 @@ class WorkloadWriter:
             reason = next(
                 (c["reason"] for c in update.status.get("conditions", []) if c["type"] == "Evicted"), update.transition
             )
-            metrics.EVICTED_WORKLOADS.labels(reason).inc()
+            metrics.workload_evicted(wl, _cluster_queue(wl), reason)
         elif update.transition == "admitted":
-            metrics.ADMITTED_WORKLOADS.labels(_cluster_queue(wl)).inc()
+            metrics.workload_admitted(wl, _cluster_queue(wl))
         log.info("workload transition", workload=f"{wl.namespace}/{wl.name}", transition=update.transition)
         return True
 
@@ -169,7 +163,7 @@ class WorkloadWriter:
         updated = self._written(await self._status(wl, wl.metadata.resource_version, status))
         self._record(updated, events)
         if admitted:
-            metrics.ADMITTED_WORKLOADS.labels(_cluster_queue(updated)).inc()
+            metrics.workload_admitted(updated, _cluster_queue(updated))
         return updated
 
     async def finish(self, wl: Workload, condition: dict[str, Any], *, events: Sequence[EventSpec] = ()) -> Workload:

@@ -269,8 +269,9 @@ def test_metrics_endpoint_counts_admissions(kueue: o.Kueue, namespace: str, inte
         with urllib.request.urlopen(f"http://127.0.0.1:{integration_controller.metrics_port}/metrics", timeout=5) as r:
             return r.read().decode()
 
-    line = f'kueue_admitted_workloads_total{{cluster_queue="{cq}"}} 1.0'
+    labels = f'cluster_queue="{cq}",priority_class="",replica_role="standalone"'
+    line = f"kueue_admitted_workloads_total{{{labels}}} 1.0"
     o.wait_for(lambda: line in scrape(), 10, what="admission counted")
     text = scrape()
-    assert f'kueue_admission_wait_time_seconds_count{{cluster_queue="{cq}"}} 1.0' in text
-    assert "multikueue_scheduling_cycle_seconds_count" in text
+    assert f"kueue_admission_wait_time_seconds_count{{{labels}}} 1.0" in text
+    assert "mkpy_scheduling_cycle_seconds_count" in text

@@ -48,6 +48,7 @@ from multikueue.controllers.multikueue.remote_workload import remote_workload_co
 from multikueue.core import lifecycle
 from multikueue.integrations.base import Integration, SyncLater
 from multikueue.integrations.binding import bound_workload_name
+from multikueue.runtime import metrics
 from multikueue.runtime.expectations import PendingDeletes, uid_of
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.writer import EventSpec, WorkloadWriter
@@ -178,7 +179,10 @@ class PlanApplier:
                 remote_actions.append(action)
         if status:
             admitted = _fold_admitted(wl, checks, status, events)
+            was_ready = _check_state(wl, check) == CheckState.READY
             wl = await self.writer.write(wl, status, events=events, admitted=admitted)
+            if not was_ready and _check_state(wl, check) == CheckState.READY and wl.status.cluster_name:
+                metrics.remote_workload_admitted(wl, wl.status.cluster_name)
             for _, reason, message in events:
                 log.info("multikueue", workload=f"{wl.namespace}/{wl.name}", reason=reason, message=message)
         runner = _Runner(self, wl, check, clusters, integration, owner)
@@ -258,6 +262,7 @@ class _Runner:
         if isinstance(action, dispatch.CreateRemoteWorkload):
             created = await self._on_worker(remote, action, _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=origin)))
             if created:
+                metrics.remote_workload_created(wl, remote.name)
                 log.info("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
         elif isinstance(action, dispatch.DeleteRemoteWorkload):
             if await self._on_worker(remote, action, self._delete_copy(remote, namespace, name)):
@@ -273,6 +278,7 @@ class _Runner:
             body = await asyncio.to_thread(integration.adapter.remote_copy, owner, origin=origin, workload_name=name)
             if await self._on_worker(remote, action, _create(remote, integration.ref, namespace, body)):
                 self.applier.create_failures.pop((namespace, name, remote.name), None)
+                metrics.remote_job_created(wl, remote.name)
                 # The Ready event of the next plan names the worker: a log line, not a second Event.
                 log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
             else:
@@ -326,6 +332,8 @@ class _Runner:
             return False
         if patch is not None:
             await self.applier.kube.patch(integration.ref, meta["namespace"], meta["name"], patch, status=True)
+            if await asyncio.to_thread(adapter.is_finished, remote_job):
+                metrics.remote_job_finished(remote_job, remote.name)  # the final status reached the manager's job
         return True
 
     async def _delete_copy(self, remote: RemoteCluster, namespace: str, name: str) -> bool:
@@ -439,6 +447,11 @@ class _Runner:
         except ApiException:
             return  # the error itself propagates; the message is best effort
         log.info("multikueue", workload=f"{wl.namespace}/{wl.name}", reason="MultiKueueWorkerError", message=message)
+
+
+def _check_state(wl: Workload, name: str) -> str | None:
+    """The state of check ``name`` on ``wl``, or None."""
+    return next((c.state for c in (wl.status.admission_checks or []) if c.name == name), None) if wl.status else None
 
 
 def _set_check(checks: list[Any], name: str, action: dispatch.SetCheckState) -> None:

@@ -33,6 +33,7 @@ from multikueue.api.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, Reso
 from multikueue.controllers.multikueue.checks import ClusterHealth, active_write_needed, check_status, config_name
 from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
 from multikueue.integrations.registry import IntegrationSet
+from multikueue.runtime import metrics
 from multikueue.runtime.kube import AsyncKube
 
 log = structlog.get_logger(__name__)
@@ -212,12 +213,14 @@ class ClusterManager:
             settings=self.connection,
         )
         self.clusters[spec.name] = remote
+        metrics.worker_cluster_state(spec.name, remote.state.active)
         remote.start()
 
     async def _stop_cluster(self, name: str) -> None:
         remote = self.clusters.pop(name, None)
         if remote is not None:
             await remote.stop()
+            metrics.worker_cluster_state(name, None)
 
     async def stop(self) -> None:
         for name in list(self.clusters):
@@ -257,6 +260,8 @@ class ClusterManager:
         self._topology_changed()
 
     def _remote_state(self, remote: RemoteCluster) -> None:
+        if self.clusters.get(remote.name) is remote:
+            metrics.worker_cluster_state(remote.name, remote.state.active)
         asyncio.create_task(self._write_cluster_status(remote))
         self._refresh_checks()
         self._topology_changed()

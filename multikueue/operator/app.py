@@ -110,6 +110,7 @@ def webhook_options(options: ControllerOptions) -> webhook.WebhookOptions | None
         service_port=options.webhook_service_port or 443,
         cert_secret=options.webhook_cert_secret,
         cert_dir=options.webhook_cert_dir,
+        conversion=True,  # serve kueue.x-k8s.io/v1beta1: point the CRDs' conversion at this server
     )
     try:
         result.check()

@@ -17,6 +17,15 @@ written here, not by kopf's managed mode, for two reasons:
   is back, as with upstream Kueue, while Jobs outside the webhooks' scope are
   never held up.
 
+The same server answers the API server's ConversionReviews at ``/convert``
+(:data:`CONVERSION_ID`) for the ``kueue.x-k8s.io`` kinds served in both
+v1beta1 and v1beta2 (:mod:`multikueue.api.conversion`). With
+``WebhookOptions.conversion`` on (the controller), every replica also points
+those CRDs' ``spec.conversion`` at this server with its CA, as it does the
+webhook configurations, and checks them again every ``poll_seconds``: a CRD
+re-applied from ``config/crd`` (which names the Service of ``config/default``
+and no CA) is pointed back within that time.
+
 How the API server reaches the server (:class:`WebhookOptions`): by URL
 (``https://<host>:<port>/<id>``, the local clusters and the tests) or, in a
 cluster, through a Service (``clientConfig.service``). Which certificate it
@@ -43,7 +52,9 @@ import structlog
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from multikueue.api import conversion, kind_for
 from multikueue.api.configuration import DEFAULT_NAMESPACE
+from multikueue.api.constants import GROUP
 from multikueue.api.meta import LabelSelector
 from multikueue.api.resources import ResourceRef
 from multikueue.integrations.batchjob.webhook import WEBHOOKS as JOB_WEBHOOKS
@@ -74,6 +85,11 @@ CONFIGURATIONS = {
     "validating": ResourceRef("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False),
 }
 KINDS = {"mutating": "MutatingWebhookConfiguration", "validating": "ValidatingWebhookConfiguration"}
+#: The webhook id (and URL path, ``/convert``) of the conversion webhook; kopf routes every path to us.
+CONVERSION_ID = "convert"
+CRDS = ResourceRef("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
+#: ConversionReviews with more objects than this are converted off the event loop (a big Workload list).
+_INLINE_OBJECTS = 20
 
 
 class WebhookOptionsError(ValueError):
@@ -102,6 +118,9 @@ class WebhookOptions:
     #: Name of both configuration objects (tests use their own).
     configuration_name: str = CONFIGURATION_NAME
     poll_seconds: float = CERTIFICATE_POLL_SECONDS
+    #: Point the converted kinds' CRDs at this server (the controller does; tests of the
+    #: certificate alone do not, so they leave the cluster's CRDs to the controller).
+    conversion: bool = False
 
     def check(self) -> None:
         """Refuse options that contradict each other (:class:`WebhookOptionsError`)."""
@@ -278,6 +297,81 @@ async def apply_configurations(kube: AsyncKube, configurations: Mapping[str, dic
     return written
 
 
+def conversion_crd_names(kinds: Iterable[str] = conversion.CONVERTERS) -> list[str]:
+    """The CRDs whose ``spec.conversion`` names this server (``<plural>.kueue.x-k8s.io``)."""
+    return sorted(f"{kind_for(kind).plural}.{GROUP}" for kind in kinds)
+
+
+def conversion_spec(client: ClientConfig) -> dict[str, Any]:
+    """``spec.conversion`` of a converted CRD pointing at this server."""
+    return {
+        "strategy": "Webhook",
+        "webhook": {"clientConfig": client.for_webhook(CONVERSION_ID), "conversionReviewVersions": ["v1"]},
+    }
+
+
+def conversion_patch(stored: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch making a CRD's stored ``spec.conversion`` say ``desired`` (None when it does).
+
+    A desired config without ``caBundle`` keeps the stored one (cert-manager's
+    CA injector fills it); switching between URL and Service removes the other.
+    """
+    stored_conversion = copy.deepcopy(dict(stored or {}))
+    wanted = copy.deepcopy(dict(desired))
+    stored_config = (stored_conversion.get("webhook") or {}).get("clientConfig") or {}
+    config = wanted["webhook"]["clientConfig"]
+    if "caBundle" not in config and stored_config.get("caBundle"):
+        config["caBundle"] = stored_config["caBundle"]
+    for side in (stored_config, config):
+        if isinstance(side.get("service"), dict):
+            side["service"].setdefault("port", 443)
+    if stored_conversion.get("strategy") == "Webhook" and stored_conversion.get("webhook", {}).get(
+        "clientConfig"
+    ) == config and stored_conversion.get("webhook", {}).get("conversionReviewVersions") == ["v1"]:
+        return None
+    patch_config: dict[str, Any] = dict(config)
+    for key in ("url", "service"):
+        if key not in config and key in stored_config:
+            patch_config[key] = None
+    return {"spec": {"conversion": {**wanted, "webhook": {**wanted["webhook"], "clientConfig": patch_config}}}}
+
+
+async def apply_conversion(kube: AsyncKube, client: ClientConfig, names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Point each CRD of ``names`` at this server; (the ones patched, the ones not installed)."""
+    desired = conversion_spec(client)
+    patched, missing = [], []
+    for name in names:
+        crd = await kube.get_or_none(CRDS, None, name)
+        if crd is None:
+            missing.append(name)
+            continue
+        patch = conversion_patch((crd.get("spec") or {}).get("conversion"), desired)
+        if patch is None:
+            continue
+        await kube.patch(CRDS, None, name, patch)
+        patched.append(name)
+    return patched, missing
+
+
+async def serve_conversion(body: Any) -> dict[str, Any]:
+    """The ConversionReview answering ``body``; never raises for a bad request (a Failed result says why)."""
+    request = body.get("request") if isinstance(body, dict) else None
+    objects = (request or {}).get("objects") if isinstance(request, dict) else None
+    if isinstance(objects, list) and len(objects) > _INLINE_OBJECTS:
+        answer = await asyncio.to_thread(conversion.review, body)
+    else:
+        answer = conversion.review(body)
+    result = answer["response"]["result"]
+    if result["status"] != "Success":
+        log.warning(
+            "conversion refused",
+            uid=answer["response"]["uid"],
+            desired=(request or {}).get("desiredAPIVersion") if isinstance(request, dict) else None,
+            message=result["message"],
+        )
+    return answer
+
+
 class ConfiguringServer:
     """kopf's HTTPS webhook server that, once listening, writes the configurations pointing at it.
 
@@ -303,6 +397,7 @@ class ConfiguringServer:
         self._webhooks = webhooks
         self.tls = ReloadableContext()
         self._url: str | None = None
+        self._missing_crds: list[str] = []
 
     async def prepare(self) -> None:
         """Load the first certificate (issuing it if this replica must); :class:`CertificateError` if none."""
@@ -334,6 +429,17 @@ class ConfiguringServer:
             raise
         if written:
             log.info("webhook configurations written", configuration=self.options.configuration_name, written=written)
+        if self.options.conversion:
+            try:
+                await self.configure_conversion(material)
+            except ApiException as exc:
+                # Only v1beta1 depends on it: keep serving the Job webhooks, retry every poll_seconds.
+                log.error(
+                    "cannot point the CRDs' conversion at this webhook server; kueue.x-k8s.io/v1beta1 requests fail",
+                    status=exc.status,
+                    reason=exc.reason,
+                    fix="grant the controller get and patch on the kueue.x-k8s.io customresourcedefinitions",
+                )
         return written
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
@@ -350,9 +456,15 @@ class ConfiguringServer:
             pkeyfile=str(keyfile),
             cadata=self.tls.material.ca_pem or self.tls.material.cert_pem,
         )
+        async def routed(data: Any, *, webhook: str | None = None, **kwargs: Any) -> Any:
+            if webhook == CONVERSION_ID:
+                return await serve_conversion(data)
+            return await fn(data, webhook=webhook, **kwargs)
+
         watcher: asyncio.Task[None] | None = None
+        keeper: asyncio.Task[None] | None = None
         try:
-            async for client_config in https(fn):
+            async for client_config in https(routed):  # type: ignore[arg-type]
                 self._url = client_config.get("url")
                 await self.configure(self.tls.material)
                 log.info(
@@ -363,9 +475,40 @@ class ConfiguringServer:
                 )
                 if watcher is None and self.source.changes:
                     watcher = asyncio.create_task(self._watch_certificate(), name="webhook certificate")
+                if keeper is None and self.options.conversion:
+                    keeper = asyncio.create_task(self._keep_conversion(), name="conversion CRDs")
                 yield client_config
         finally:
             await cancel_and_wait(watcher)
+            await cancel_and_wait(keeper)
+
+    async def configure_conversion(self, material: TlsMaterial) -> list[str]:
+        """Point the converted CRDs at this server; the ones patched. Logs the CRDs not installed."""
+        patched, missing = await apply_conversion(self._kube, self.client_config(material), conversion_crd_names())
+        if patched:
+            log.info("conversion webhook registered in CRDs", crds=patched, path=f"/{CONVERSION_ID}")
+        if missing and missing != self._missing_crds:
+            log.warning(
+                "CRDs not installed: kueue.x-k8s.io/v1beta1 is not served for their kinds until they are",
+                crds=missing,
+                fix="kubectl apply --server-side -k config/crd",
+            )
+        self._missing_crds = missing
+        return patched
+
+    async def _keep_conversion(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.poll_seconds)
+            if self.tls.material is None:
+                continue
+            try:
+                await self.configure_conversion(self.tls.material)
+            except (ApiException, HTTPError, OSError) as exc:
+                log.warning(
+                    "conversion webhook not re-registered in the CRDs; retrying",
+                    error=str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+                    retry_in=self.options.poll_seconds,
+                )
 
     async def _watch_certificate(self) -> None:
         while True:

@@ -240,6 +240,11 @@ COMMON_NEEDS = [
     Access("list", "apiextensions.k8s.io", "customresourcedefinitions", why="kopf resource observer"),
     Access("watch", "apiextensions.k8s.io", "customresourcedefinitions", why="kopf resource observer"),
     *(
+        Access(verb, "apiextensions.k8s.io", "customresourcedefinitions", name=f"{plural}.kueue.x-k8s.io", why="operator/webhook.py apply_conversion")
+        for plural in ("admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters", "multikueueconfigs", "workloads")
+        for verb in ("get", "patch")
+    ),
+    *(
         Access(verb, "admissionregistration.k8s.io", plural, name=name, why="operator/webhook.py")
         for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
         for verb, name in (("create", ""), ("get", WEBHOOK_CONFIGURATION), ("patch", WEBHOOK_CONFIGURATION))
@@ -305,6 +310,8 @@ COMMON_DENIED = [
     Access("patch", "coordination.k8s.io", "leases", "kube-node-lease"),
     Access("patch", "", "events", TEAM),
     Access("create", "apiextensions.k8s.io", "customresourcedefinitions"),
+    Access("patch", "apiextensions.k8s.io", "customresourcedefinitions", name="resourceflavors.kueue.x-k8s.io"),
+    Access("patch", "apiextensions.k8s.io", "customresourcedefinitions", name="pipelineruns.tekton.dev"),
     Access("create", "authentication.k8s.io", "tokenreviews"),
 ]
 MANAGER_DENIED = [

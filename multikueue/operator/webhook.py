@@ -24,7 +24,9 @@ v1beta1 and v1beta2 (:mod:`multikueue.api.conversion`). With
 those CRDs' ``spec.conversion`` at this server with its CA, as it does the
 webhook configurations, and checks them again every ``poll_seconds``: a CRD
 re-applied from ``config/crd`` (which names the Service of ``config/default``
-and no CA) is pointed back within that time.
+and no CA) is pointed back within that time. Only a reset CRD is rewritten
+then, never one another replica registered: a CRD update makes the API
+server close every watch on its kind.
 
 How the API server reaches the server (:class:`WebhookOptions`): by URL
 (``https://<host>:<port>/<id>``, the local clusters and the tests) or, in a
@@ -336,8 +338,23 @@ def conversion_patch(stored: Mapping[str, Any] | None, desired: Mapping[str, Any
     return {"spec": {"conversion": {**wanted, "webhook": {**wanted["webhook"], "clientConfig": patch_config}}}}
 
 
-async def apply_conversion(kube: AsyncKube, client: ClientConfig, names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Point each CRD of ``names`` at this server; (the ones patched, the ones not installed)."""
+def registered(stored: Mapping[str, Any] | None) -> bool:
+    """Whether a CRD's conversion was pointed at a webhook server of ours (a CA is there), by any replica."""
+    stored = stored or {}
+    config = (stored.get("webhook") or {}).get("clientConfig") or {}
+    return stored.get("strategy") == "Webhook" and bool(config.get("caBundle"))
+
+
+async def apply_conversion(
+    kube: AsyncKube, client: ClientConfig, names: Iterable[str], *, repair_only: bool = False
+) -> tuple[list[str], list[str]]:
+    """Point each CRD of ``names`` at this server; (the ones patched, the ones not installed).
+
+    ``repair_only`` leaves alone a CRD another replica registered (URL mode:
+    each replica has its own address and CA; rewriting a CRD makes the API
+    server rebuild its handler and close every watch on the kind, so replicas
+    must not take turns). It still fixes a CRD re-applied from ``config/crd``.
+    """
     desired = conversion_spec(client)
     patched, missing = [], []
     for name in names:
@@ -345,7 +362,10 @@ async def apply_conversion(kube: AsyncKube, client: ClientConfig, names: Iterabl
         if crd is None:
             missing.append(name)
             continue
-        patch = conversion_patch((crd.get("spec") or {}).get("conversion"), desired)
+        stored = (crd.get("spec") or {}).get("conversion")
+        if repair_only and registered(stored):
+            continue
+        patch = conversion_patch(stored, desired)
         if patch is None:
             continue
         await kube.patch(CRDS, None, name, patch)
@@ -482,9 +502,11 @@ class ConfiguringServer:
             await cancel_and_wait(watcher)
             await cancel_and_wait(keeper)
 
-    async def configure_conversion(self, material: TlsMaterial) -> list[str]:
+    async def configure_conversion(self, material: TlsMaterial, *, repair_only: bool = False) -> list[str]:
         """Point the converted CRDs at this server; the ones patched. Logs the CRDs not installed."""
-        patched, missing = await apply_conversion(self._kube, self.client_config(material), conversion_crd_names())
+        patched, missing = await apply_conversion(
+            self._kube, self.client_config(material), conversion_crd_names(), repair_only=repair_only
+        )
         if patched:
             log.info("conversion webhook registered in CRDs", crds=patched, path=f"/{CONVERSION_ID}")
         if missing and missing != self._missing_crds:
@@ -502,7 +524,7 @@ class ConfiguringServer:
             if self.tls.material is None:
                 continue
             try:
-                await self.configure_conversion(self.tls.material)
+                await self.configure_conversion(self.tls.material, repair_only=True)
             except (ApiException, HTTPError, OSError) as exc:
                 log.warning(
                     "conversion webhook not re-registered in the CRDs; retrying",

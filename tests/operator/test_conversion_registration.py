@@ -106,3 +106,18 @@ def test_big_reviews_convert_off_the_loop() -> None:
     }
     answer = asyncio.run(webhook.serve_conversion(body))
     assert [o["spec"] for o in answer["response"]["convertedObjects"]] == [{"cohortName": "c"}] * 50
+
+
+def test_repairs_leave_another_replicas_registration_alone() -> None:
+    other = crdgen.conversion_stanza(url="https://127.0.0.1:1111", ca_bundle="T1RIRVI=")
+    kube = FakeKube(
+        {
+            "clusterqueues.kueue.x-k8s.io": {"spec": {"conversion": other}},
+            "workloads.kueue.x-k8s.io": {"spec": {"conversion": crdgen.conversion_stanza()}},  # re-applied: no CA
+        }
+    )
+    names = ["clusterqueues.kueue.x-k8s.io", "workloads.kueue.x-k8s.io"]
+    patched, _ = asyncio.run(webhook.apply_conversion(kube, URL, names, repair_only=True))  # type: ignore[arg-type]
+    assert patched == ["workloads.kueue.x-k8s.io"]
+    patched, _ = asyncio.run(webhook.apply_conversion(kube, URL, names))  # type: ignore[arg-type]
+    assert patched == names  # at start (and on a new CA) this replica takes over

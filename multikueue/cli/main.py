@@ -7,8 +7,7 @@ import sys
 from typing import Sequence
 
 from multikueue import __version__
-from multikueue.cli import config, crds, dev, run
-from multikueue.cli import status
+from multikueue.cli import completion, config, crds, dev, queues, run, status, version
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.runtime.logging import configure
 
@@ -29,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.register(commands)
     config.register(commands)
     status.register(commands)
+    queues.register(commands)
+    version.register(commands)
+    completion.register(commands, parser)
     return parser
 
 

@@ -127,6 +127,8 @@ def test_quick_start_v1beta1_applies_unchanged_and_admits_a_job(converted: Path,
         stored = kueue.get("ClusterQueue", "cluster-queue")  # read as v1beta2
         assert stored["apiVersion"] == "kueue.x-k8s.io/v1beta2"
         assert stored["spec"]["cohortName"] == "team-a" and "cohort" not in stored["spec"]
+        # Nothing of the quick start is lost going up, so nothing is kept aside in the annotation.
+        assert "multikueue.x-k8s.io/conversion-data" not in (stored["metadata"].get("annotations") or {})
         assert kueue.get("LocalQueue", "user-queue", "default")["spec"]["clusterQueue"] == "cluster-queue"
 
         as_v1 = json.loads(kubectl(kubeconfig, "get", "clusterqueues.v1beta1.kueue.x-k8s.io", "cluster-queue", "-o", "json").stdout)

@@ -125,3 +125,41 @@ def test_metrics_after_a_job_ran_on_a_worker(
     # Quota released: usage back to 0.
     o.wait_for(lambda: find(scrape(port), "kueue_cluster_queue_resource_usage", cluster_queue=cq, resource="cpu", **role) == [0.0], 30,
                what="usage released")  # fmt: skip
+
+
+def test_replica_role_follows_the_lease(integration_clusters: Clusters, integration_controller: ControllerProcess, namespace: str, tmp_path: Path) -> None:
+    """The leader counts under replica_role="leader" and reports the queue gauges; the standby reports none until it leads."""
+    from multikueue.dev.controllers import lease_holder
+
+    ns = namespace
+    k = o.Kueue(integration_clusters.manager)
+    kubeconfig, api, lease = integration_clusters.kubeconfigs[0], integration_clusters.manager, f"metrics-{ns}"
+    election = ("--leader-elect", "--leader-election-id", lease)
+    integration_controller.stop()  # only the two electing replicas act in this test
+    first = ControllerProcess("first", kubeconfig, "manager", tmp_path / "first.log", extra_args=election)
+    second = ControllerProcess("second", kubeconfig, "manager", tmp_path / "second.log", extra_args=election)
+    try:
+        first.start()
+        o.wait_for(lambda: lease_holder(api, "kueue-system", lease) == first.identity(), 30, what="the first replica leading")
+        second.start()
+        k.create(o.resource_flavor(f"default-{ns}"))
+        k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 8}}))
+        k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+        k.create(o.workload(ns, "wl", "user-queue", {"cpu": "1"}))
+        cq = {"cluster_queue": f"cq-{ns}"}
+        o.wait_for(lambda: find(scrape(first.metrics_port), "kueue_admitted_workloads_total", **cq, replica_role="leader") == [1.0], 30,
+                   what="admission counted by the leader")  # fmt: skip
+        # The gauges follow at the next queue-status sync (every half second while leading).
+        o.wait_for(lambda: find(scrape(first.metrics_port), "kueue_reserving_active_workloads", **cq, replica_role="leader") == [1.0], 10,
+                   what="the leader reporting the queue")  # fmt: skip
+        standby = scrape(second.metrics_port)
+        assert find(standby, "kueue_reserving_active_workloads", **cq) == [], "a standby reports no queue gauges"
+        assert find(standby, "kueue_admitted_workloads_total", **cq) == []
+
+        first.stop()  # SIGTERM releases the Lease: the standby takes over at once
+        o.wait_for(lambda: find(scrape(second.metrics_port), "kueue_reserving_active_workloads", **cq, replica_role="leader") == [1.0], 30,
+                   what="the new leader reporting the queue")  # fmt: skip
+    finally:
+        first.stop()
+        second.stop()
+        integration_controller.start()

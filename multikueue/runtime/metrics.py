@@ -277,7 +277,7 @@ def _seconds_since(start: datetime | None, now: datetime | None = None) -> float
 
 
 def quota_reserved(wl: Any, cluster_queue: str, *, admitted: bool, now: datetime | None = None) -> None:
-    """Count a quota reservation (and the admission, when no check is pending); note it for dispatch latency."""
+    """Count a quota reservation (and the admission, when no check is pending), else note it for dispatch latency."""
     labels = (cluster_queue, priority_class_of(wl), _role)
     QUOTA_RESERVED_WORKLOADS.labels(*labels).inc()
     waited = _seconds_since(queued_since(wl), now)
@@ -285,7 +285,8 @@ def quota_reserved(wl: Any, cluster_queue: str, *, admitted: bool, now: datetime
         QUOTA_RESERVED_WAIT.labels(*labels).observe(waited)
     if admitted:
         workload_admitted(wl, cluster_queue, now=now)
-    DISPATCH_CLOCK.reserved(wl.metadata.uid)
+    else:  # admission checks pending: perhaps MultiKueue's, which times the dispatch from here
+        DISPATCH_CLOCK.reserved(wl.metadata.uid)
 
 
 def workload_admitted(wl: Any, cluster_queue: str, *, now: datetime | None = None) -> None:

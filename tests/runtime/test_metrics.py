@@ -286,3 +286,9 @@ def test_pending_split_in_queue_status() -> None:
     assert _inadmissible(entry(invalid="bad quantity"), NOW)
     assert _inadmissible(entry(requeue_at=NOW + timedelta(seconds=5)), NOW)
     assert not _inadmissible(entry(requeue_at=NOW - timedelta(seconds=5)), NOW)
+
+
+def test_a_reservation_admitted_at_once_is_not_kept_for_dispatch_timing() -> None:
+    uid = str(uuid.uuid4())
+    metrics.quota_reserved(workload(uid=uid), unique("cq"), admitted=True, now=NOW)
+    assert uid not in metrics.DISPATCH_CLOCK._reserved

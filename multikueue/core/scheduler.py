@@ -41,6 +41,7 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
    quota in the same quota tree (so it never over-commits, and messages
    tell the current shortfall).
 4. A candidate that does not fit (or whose namespace the ClusterQueue's
+   ``namespaceSelector`` refuses, or whose pod templates have invalid
    resources) gets reason ``Pending`` with the reason as message. In a ``StrictFIFO`` queue it blocks the Workloads behind it for
    this cycle (they keep their current condition); ``BestEffortFIFO`` goes
    on with the next one.

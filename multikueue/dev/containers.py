@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,17 @@ def run(argv: Sequence[str], *, timeout: float = 300, input_text: str | None = N
     if done.returncode != 0:
         raise ContainerError(f"{' '.join(argv)} failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-2000:]}")
     return done.stdout
+
+
+def import_rootfs(root: Path, tag: str, changes: Sequence[str]) -> None:
+    """``docker import`` the folder ``root`` as a one-layer image ``tag`` (no base image, no registry).
+
+    ``changes`` are Dockerfile instructions (``CMD``, ``ENTRYPOINT``, ``USER``, ``LABEL``...).
+    """
+    with tempfile.TemporaryDirectory(prefix="rootfs-") as tmp:
+        tarball = Path(tmp) / "rootfs.tar"
+        run(["tar", "-C", str(root), "-cf", str(tarball), "."])
+        run(["docker", "import", *(arg for change in changes for arg in ("--change", change)), str(tarball), tag], timeout=300)
 
 
 def build_image(tag: str = IMAGE) -> None:

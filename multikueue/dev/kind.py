@@ -135,9 +135,10 @@ def ensure_job_image(tag: str = JOB_IMAGE) -> None:
             raise DevEnvironmentError(f"{deb.name} holds no bin/busybox; cannot make {tag}")
         for applet in ("sh", "sleep", "true", "false", "echo", "cat", "ls", "wget"):
             (root / "bin" / applet).symlink_to("busybox")
-        tarball = work / "rootfs.tar"
-        containers.run(["tar", "-C", str(root), "-cf", str(tarball), "bin"])
-        containers.run(["docker", "import", "--change", 'CMD ["/bin/sh"]', str(tarball), tag], timeout=300)
+        image = work / "image"  # only bin/ goes in the image (not the package's docs)
+        image.mkdir()
+        (root / "bin").rename(image / "bin")
+        containers.import_rootfs(image, tag, ['CMD ["/bin/sh"]'])
 
 
 def node_address(role: str) -> str:

@@ -159,20 +159,9 @@ def ensure_image(source: Source, tag: str = IMAGE) -> str:
         (root / "tmp").mkdir(parents=True)
         (root / "tmp").chmod(0o1777)
         shutil.copy2(binary, root / "manager")
-        tarball = Path(tmp) / "rootfs.tar"
-        with tarfile.open(tarball, "w") as tar:
-            for name in ("manager", "tmp"):
-                tar.add(root / name, arcname=name)
-        containers.run(
-            [
-                "docker", "import",
-                "--change", 'ENTRYPOINT ["/manager"]',
-                "--change", "USER 65532:65532",
-                "--change", f"LABEL {SOURCE_LABEL}={source.sha256}",
-                str(tarball), tag,
-            ],
-            timeout=300,
-        )  # fmt: skip
+        containers.import_rootfs(
+            root, tag, ['ENTRYPOINT ["/manager"]', "USER 65532:65532", f"LABEL {SOURCE_LABEL}={source.sha256}"]
+        )
     return tag
 
 

@@ -78,6 +78,9 @@ class ClusterManager:
         self._configs: dict[str, MultiKueueConfig] = {}
         self._checks: dict[str, AdmissionCheck] = {}
         self._status_written: dict[tuple[str, str], tuple[bool, str, str]] = {}
+        #: One ``Active`` write per object at a time: each decides on the health at its turn, so an
+        #: older decision ("no active clusters" while connecting) can never land after a newer one.
+        self._status_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._on_topology: list[Callable[[], None]] = []
         self._on_remote: list[RemoteListener] = []
         #: Connections run only while this replica leads (:meth:`start_all`/:meth:`stop_all`);
@@ -288,10 +291,14 @@ class ClusterManager:
             if exc.status != 404:
                 log.warning("Active condition not written", kind=ref.plural, name=name, status=exc.status)
 
+    def _status_lock(self, ref: ResourceRef, name: str) -> asyncio.Lock:
+        return self._status_locks.setdefault((ref.plural, name), asyncio.Lock())
+
     async def _write_cluster_status(self, remote: RemoteCluster) -> None:
-        state = remote.state
-        since = None if state.active else state.inactive_since
-        await self._write_active(MULTIKUEUE_CLUSTERS, remote.name, state.active, state.reason, state.message, since)
+        async with self._status_lock(MULTIKUEUE_CLUSTERS, remote.name):
+            state = remote.state
+            since = None if state.active else state.inactive_since
+            await self._write_active(MULTIKUEUE_CLUSTERS, remote.name, state.active, state.reason, state.message, since)
 
     def _health(self) -> dict[str, ClusterHealth]:
         return {
@@ -304,7 +311,16 @@ class ClusterManager:
             asyncio.create_task(self._write_check_status(check))
 
     async def _write_check_status(self, check: AdmissionCheck) -> None:
-        """Write the check's ``Active`` condition when it differs (see :func:`active_write_needed`)."""
+        """Write the check's ``Active`` condition when it differs (see :func:`active_write_needed`).
+
+        Serialised per check, deciding inside the lock: two refreshes racing (a connection coming
+        up while another refresh still writes "no active clusters") once left a check False for
+        good after a re-lead, the True decision made and skipped before the False write landed.
+        """
+        async with self._status_lock(ADMISSION_CHECKS, check.name):
+            await self._write_check_status_locked(self._checks.get(check.name, check))
+
+    async def _write_check_status_locked(self, check: AdmissionCheck) -> None:
         status = check_status(check, self._configs, self._health())
         wanted = (status.active, status.reason, status.message)
         key = (ADMISSION_CHECKS.plural, check.name)

@@ -18,6 +18,7 @@ from typing import Any
 
 from multikueue.api.constants import Labels
 from multikueue.api.workload import PriorityClassKind, PriorityClassRef
+from multikueue.integrations.batchjob.job import labels_of, section, template_of
 
 __all__ = ["priority_of"]
 
@@ -25,8 +26,7 @@ Lookup = Callable[[str], "int | None"]
 
 
 def _pod_priority_class_name(job: Mapping[str, Any]) -> str | None:
-    template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    name = template.get("priorityClassName")
+    name = section(template_of(job), "spec").get("priorityClassName")
     return name if isinstance(name, str) and name else None
 
 
@@ -37,8 +37,7 @@ def priority_of(
     default_pod_priority_class: str | None,
 ) -> tuple[int | None, PriorityClassRef | None]:
     """The priority value and its source for ``job``'s Workload (``(None, None)``: none)."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
-    name = labels.get(Labels.PRIORITY_CLASS)
+    name = labels_of(job).get(Labels.PRIORITY_CLASS)
     if name:
         value = workload_priority_class(name)
         if value is None:

@@ -29,10 +29,16 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
 3. Each active ClusterQueue orders its pending Workloads by priority
    (descending), then creation time, then name. The cycle proceeds in
    rounds: each round takes the next candidate of every queue, assigns
-   flavors (:mod:`multikueue.core.flavors`), and admits the round's
-   candidates that fit, those that fit without borrowing first, then by
-   priority and age, re-assigning a candidate when an earlier admission in
-   the round used the same cohort (so it never over-commits, and messages
+   flavors (:mod:`multikueue.core.flavors`), and goes through the round's
+   candidates in upstream's classical entry order (``classicalIterator``
+   in ``pkg/scheduler/scheduler.go``): those that do not borrow first, then
+   higher priority, then older (queue order). Fitting or not does not
+   matter: a candidate that needs preemption is placed by whether it would
+   still borrow once the Workloads it may preempt in its own ClusterQueue
+   are gone (upstream's preemption oracle reports the borrowing after its
+   simulated preemption). A candidate that fits is admitted; it is
+   re-assigned first when an earlier candidate of the round used or holds
+   quota in the same quota tree (so it never over-commits, and messages
    tell the current shortfall).
 4. A candidate that does not fit (or whose namespace the ClusterQueue's
    ``namespaceSelector`` refuses, or whose pod templates have invalid
@@ -51,12 +57,25 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
    order (upstream plans for queue heads only): planning is the expensive
    part of a cycle, and a lower candidate preempting for quota the higher
    one is about to take would only evict twice.
+6. A candidate that preempts (including one that, in a later cycle, still
+   waits for victims it chose before: they are chosen again, first, until
+   their quota is released) holds its usage in its quota tree for the rest
+   of the cycle, and its victims' usage counts as released, as upstream's
+   scheduler adds a preemptor's usage to its cycle snapshot and simulates
+   the removal of the cycle's victims when it checks whether a later entry
+   fits. Later candidates in that tree therefore cannot take the quota it
+   waits for while its victims are released one write at a time. This is
+   a cycle-local overlay on the cache's quota tree, taken back when the
+   cycle ends (also on error): after :func:`schedule` the tree holds only
+   the usage of real Workloads and of this cycle's assumptions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 
 from multikueue.api.clusterqueue import (
     BorrowWithinCohortPolicy,
@@ -72,7 +91,14 @@ from multikueue.core import messages
 from multikueue.core.cache import Cache, ClusterQueueState, PendingWorkload, QuotaHolder, WorkloadKey
 from multikueue.core.flavors import FlavorAssignment, assign_flavors
 from multikueue.core.matching import selector_matches
-from multikueue.core.preemption import AdmittedWorkload, PreemptionContext, Preemptor, plan_preemption
+from multikueue.core.preemption import (
+    AdmittedWorkload,
+    PreemptionContext,
+    Preemptor,
+    plan_preemption,
+    satisfies_policy,
+)
+from multikueue.core.quota import ZERO, FlavorResource, QuotaNode, add_usage, remove_usage
 
 __all__ = ["AdmissionDecision", "CycleResult", "PendingUpdate", "PreemptionDecision", "schedule"]
 
@@ -154,6 +180,106 @@ class _Entry:
     cursor: _Cursor
     workload: PendingWorkload
     assignment: FlavorAssignment
+    #: Whether it borrows: with a fitting assignment, as assigned; with one that needs preemption,
+    #: once the Workloads it may preempt in its own ClusterQueue are gone (:func:`_borrows_after_preemption`).
+    borrows: bool = False
+
+
+class _CycleUsage:
+    """Usage counted in the live quota tree for the rest of one cycle only (upstream's cycle cohort usage).
+
+    A preemptor that issued preemption (or waits for the victims it chose)
+    holds its usage in its quota tree, and its victims' usage is counted as
+    released, so the entries after it in the cycle see the tree as it will be
+    once the victims are gone and it is admitted. :meth:`undo` (called in a
+    ``finally`` by :func:`schedule`) takes every change back, last first, and
+    drops the zero entries it created, so nothing leaks out of the cycle;
+    :func:`multikueue.core.quota.add_usage` and
+    :func:`~multikueue.core.quota.remove_usage` keep each cohort's usage
+    consistent whatever the order, so assumptions made in between stay.
+    """
+
+    def __init__(self) -> None:
+        #: (leaf node, pair, signed amount, the nodes on its path that had no entry for the pair before).
+        self._changes: list[tuple[QuotaNode, FlavorResource, Decimal, list[QuotaNode]]] = []
+
+    def add(self, node: QuotaNode, usage: Mapping[FlavorResource, Decimal]) -> None:
+        for fr, amount in usage.items():
+            if amount:
+                self._changes.append((node, fr, amount, _without_entry(node, fr)))
+                add_usage(node, fr, amount)
+
+    def release(self, node: QuotaNode, usage: Mapping[FlavorResource, Decimal]) -> None:
+        for fr, amount in usage.items():
+            if amount:
+                self._changes.append((node, fr, -amount, _without_entry(node, fr)))
+                remove_usage(node, fr, amount)
+
+    def undo(self) -> None:
+        while self._changes:
+            node, fr, amount, fresh = self._changes.pop()
+            if amount > 0:
+                remove_usage(node, fr, amount)
+            else:
+                add_usage(node, fr, -amount)
+            for touched in fresh:
+                if touched.usage.get(fr) == ZERO:
+                    del touched.usage[fr]
+
+
+def _without_entry(node: QuotaNode | None, fr: FlavorResource) -> list[QuotaNode]:
+    """The nodes from ``node`` up to its root whose usage has no entry for ``fr``."""
+    missing = []
+    while node is not None:
+        if fr not in node.usage:
+            missing.append(node)
+        node = node.parent
+    return missing
+
+
+@dataclass
+class _OwnHolders:
+    """The Workloads holding quota in one ClusterQueue that its own preemption could take (not assumed)."""
+
+    #: Their usage summed per priority.
+    by_priority: dict[int, dict[FlavorResource, Decimal]] = field(default_factory=dict)
+    #: Per priority, the Workloads themselves (for ``LowerOrNewerEqualPriority``'s equal-priority part).
+    members: dict[int, list[QuotaHolder]] = field(default_factory=dict)
+    by_key: dict[WorkloadKey, QuotaHolder] = field(default_factory=dict)
+
+
+@dataclass
+class _Cycle:
+    """What the rounds of one cycle share."""
+
+    cache: Cache
+    result: CycleResult
+    now: datetime
+    usage: _CycleUsage = field(default_factory=_CycleUsage)
+    #: Per quota tree (:meth:`Cache.cohort_root`), the Workloads holding quota there at the first look
+    #: (the cycle only adds assumptions, which are never victims).
+    holders: dict[str, list[QuotaHolder]] = field(default_factory=dict)
+    own: dict[str, _OwnHolders] = field(default_factory=dict)
+
+    def holders_of(self, cq_name: str) -> list[QuotaHolder]:
+        tree = self.cache.cohort_root(cq_name)
+        if tree not in self.holders:
+            self.holders[tree] = self.cache.quota_holders(cq_name)
+        return self.holders[tree]
+
+    def own_holders(self, cq_name: str) -> _OwnHolders:
+        own = self.own.get(cq_name)
+        if own is None:
+            own = self.own[cq_name] = _OwnHolders()
+            for holder in self.holders_of(cq_name):
+                if holder.cluster_queue != cq_name or holder.assumed:
+                    continue
+                summed = own.by_priority.setdefault(holder.priority, {})
+                for fr, amount in holder.usage.items():
+                    summed[fr] = summed.get(fr, ZERO) + amount
+                own.members.setdefault(holder.priority, []).append(holder)
+                own.by_key[holder.key] = holder
+        return own
 
 
 def schedule(cache: Cache, now: datetime) -> CycleResult:
@@ -189,8 +315,12 @@ def schedule(cache: Cache, now: datetime) -> CycleResult:
             candidates.sort(key=lambda w: w.order)
             cursors.append(_Cursor(state, candidates))
 
-    while cursors:
-        cursors = _run_round(cache, cursors, result, now)
+    cycle = _Cycle(cache, result, now)
+    try:
+        while cursors:
+            cursors = _run_round(cycle, cursors)
+    finally:
+        cycle.usage.undo()  # the preemptors' held usage is for this cycle only
 
     result.next_cycle_at = cache.next_requeue_at()
     return result
@@ -253,16 +383,9 @@ def _candidate(holder: QuotaHolder, now: datetime) -> AdmittedWorkload:
     )
 
 
-def _preempt(
-    cache: Cache, state: ClusterQueueState, entry: _Entry, assignment: FlavorAssignment, result: CycleResult, now: datetime
-) -> str:
-    """Plan and record the preemption for a candidate that does not fit; the message it waits with."""
-    claimed = {d.victim for d in result.preempted}
-    candidates = [
-        _candidate(h, now) for h in cache.quota_holders(state.name) if not h.assumed and h.key not in claimed
-    ]
+def _preemptor(entry: _Entry, state: ClusterQueueState, assignment: FlavorAssignment) -> Preemptor:
     workload = entry.workload.workload
-    preemptor = Preemptor(
+    return Preemptor(
         key=entry.workload.key,
         cluster_queue=state.name,
         priority=entry.workload.priority,
@@ -271,18 +394,97 @@ def _preempt(
         uid=workload.metadata.uid or "",
         job_uid=(workload.metadata.labels or {}).get(Labels.JOB_UID, ""),
     )
-    plan = plan_preemption(preemptor, PreemptionContext(state.node, state.spec.preemption, candidates, now))
+
+
+def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _Entry) -> bool:
+    """Whether a candidate that needs preemption still borrows once its own queue's preemptible Workloads are gone.
+
+    Upstream orders such an entry by the borrowing its preemption oracle
+    predicts after removing the candidates it found; here the Workloads of
+    its own ClusterQueue that ``withinClusterQueue`` allows (not assumed,
+    not already released by this cycle's overlay) are taken out of the
+    queue's usage. Reclaimed Workloads of other ClusterQueues do not change
+    the queue's own usage.
+    """
+    node = state.node
+    if node.parent is None:
+        return False
+    usage = entry.assignment.usage
+    freed: dict[FlavorResource, Decimal] = {}
+
+    def free(amounts: Mapping[FlavorResource, Decimal], sign: int = 1) -> None:
+        for fr, amount in amounts.items():
+            if fr in usage:
+                freed[fr] = freed.get(fr, ZERO) + sign * amount
+
+    policy = state.spec.preemption.within_cluster_queue
+    if policy != WithinClusterQueuePolicy.NEVER:
+        own = cycle.own_holders(state.name)
+        preemptor = _preemptor(entry, state, entry.assignment)
+        for priority, summed in own.by_priority.items():
+            if priority < preemptor.priority:
+                free(summed)
+            elif priority == preemptor.priority and policy == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
+                for holder in own.members[priority]:
+                    if satisfies_policy(policy, preemptor, _candidate(holder, cycle.now)):
+                        free(holder.usage)
+        for decision in cycle.result.preempted:  # victims the overlay already took out of the usage
+            victim = own.by_key.get(decision.victim)
+            if victim is not None and satisfies_policy(policy, preemptor, _candidate(victim, cycle.now)):
+                free(victim.usage, -1)
+    return any(
+        node.usage.get(fr, ZERO) - freed.get(fr, ZERO) + amount > node.subtree_quota.get(fr, ZERO)
+        for fr, amount in usage.items()
+        if amount
+    )
+
+
+def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment: FlavorAssignment) -> tuple[str, bool]:
+    """Plan and record the preemption for a candidate that does not fit; its message, and whether it preempts.
+
+    With victims, the preemptor's usage is held in its quota tree for the
+    rest of the cycle and theirs counted as released (:class:`_CycleUsage`).
+    """
+    result = cycle.result
+    claimed = {d.victim for d in result.preempted}
+    holders = cycle.holders_of(state.name)
+    candidates = [_candidate(h, cycle.now) for h in holders if not h.assumed and h.key not in claimed]
+    preemptor = _preemptor(entry, state, assignment)
+    plan = plan_preemption(preemptor, PreemptionContext(state.node, state.spec.preemption, candidates, cycle.now))
     if not plan.preempts:
-        return assignment.message
+        return assignment.message, False
     for victim in plan.victims:
         result.preempted.append(
             PreemptionDecision(victim.workload.key, entry.workload.key, state.name, victim.reason, victim.message)
         )
-    return plan.preemptor_message(assignment.message)
+        victim_state = cycle.cache.cluster_queue_state(victim.workload.cluster_queue)
+        if victim_state is not None:
+            cycle.usage.release(victim_state.node, victim.workload.usage)
+    cycle.usage.add(state.node, assignment.usage)
+    return plan.preemptor_message(assignment.message), True
 
 
-def _run_round(cache: Cache, cursors: list[_Cursor], result: CycleResult, now: datetime) -> list[_Cursor]:
+def _order_key(entry: _Entry) -> tuple[bool, tuple[int, datetime, str, str]]:
+    """The order of a round's entries, upstream's ``makeClassicalIterator`` (v0.19, default feature gates).
+
+    Upstream sorts a cycle's entries by: quota already reserved first (a
+    second pass; never the case here), preemptors waiting for evictions
+    first (only with the alpha gate ``PrioritizePreemptorWorkloads``, off by
+    default: not followed), the assignment's borrowing (``Borrows()``, the
+    height of the lowest cohort subtree the request fits in; 0 = no
+    borrowing, lower first; here a yes/no, which is the same in a flat
+    cohort), higher priority (gate ``PrioritySortingWithinCohort``, on by
+    default), then the queue order timestamp (creation time). The entry's
+    mode (fit or preempt) is not a key: a preempt-mode entry is placed by the
+    borrowing its preemption oracle predicts after preemption
+    (:attr:`_Entry.borrows`). Names break the remaining ties.
+    """
+    return (entry.borrows, entry.workload.order)
+
+
+def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     """Take the next candidate of every queue, admit those that fit; return the queues that go on."""
+    cache, result = cycle.cache, cycle.result
     entries: list[_Entry] = []
     still_open: list[_Cursor] = []
     for cursor in cursors:
@@ -301,17 +503,21 @@ def _run_round(cache: Cache, cursors: list[_Cursor], result: CycleResult, now: d
             if cursor.state.strict_fifo:
                 still_open.remove(cursor)
             continue
-        entries.append(_Entry(cursor, workload, _assign(cache, cursor.state, workload)))
+        entry = _Entry(cursor, workload, _assign(cache, cursor.state, workload))
+        if entry.assignment.fits:
+            entry.borrows = entry.assignment.borrows
+        elif entry.assignment.preemptible:
+            entry.borrows = _borrows_after_preemption(cycle, cursor.state, entry)
+        entries.append(entry)
 
-    # Fitting without borrowing first, then by priority and age (upstream's entryOrdering).
-    entries.sort(key=lambda e: (not e.assignment.fits, e.assignment.borrows, e.workload.order))
+    entries.sort(key=_order_key)
     touched_trees: set[str] = set()
     for entry in entries:
         state = entry.cursor.state
         tree = cache.cohort_root(state.name)
         assignment = entry.assignment
         if tree in touched_trees:
-            assignment = _assign(cache, state, entry.workload)  # an earlier admission used the same quota
+            assignment = _assign(cache, state, entry.workload)  # an earlier entry took or holds quota there
         if assignment.fits:
             admission = assignment.to_admission(state.name)
             cache.assume(entry.workload.key, admission)
@@ -328,7 +534,9 @@ def _run_round(cache: Cache, cursors: list[_Cursor], result: CycleResult, now: d
         message = assignment.message
         if assignment.preemptible and state.name not in result.planned_preemption:
             result.planned_preemption.add(state.name)
-            message = _preempt(cache, state, entry, assignment, result, now)
+            message, preempts = _preempt(cycle, state, entry, assignment)
+            if preempts:
+                touched_trees.add(tree)  # it holds its usage there now: later entries are re-assigned
         _report(result, entry.workload, WorkloadReason.PENDING, message)
         if state.strict_fifo:
             still_open.remove(entry.cursor)

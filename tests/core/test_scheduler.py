@@ -875,3 +875,127 @@ def test_one_preemption_plan_per_cluster_queue_per_cycle_and_no_victim_twice() -
     victims = [d.victim[1] for d in first.preempted + second.preempted]
     assert sorted(victims) == ["low-a", "low-b"], "the next cycle plans for high-2, on the other victim"
     assert [d.preemptor[1] for d in second.preempted] == ["high-2"]
+
+
+def reclaim_cohort() -> Cache:
+    """a (4 cpu, preempts), b (2 cpu) borrowing 4 of a's, c (no quota of its own) only borrows; 6 cpu in all."""
+    cache = Cache()
+    cache.upsert_namespace("default", {})
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(cluster_queue("a", {"default-flavor": {"cpu": 4}}, cohortName="team", preemption={
+        "withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}))  # fmt: skip
+    cache.upsert_cluster_queue(cluster_queue("b", {"default-flavor": {"cpu": 2}}, cohortName="team"))
+    cache.upsert_cluster_queue(cluster_queue("c", {"default-flavor": {"cpu": 0}}, cohortName="team"))
+    for name in ("a", "b", "c"):
+        cache.upsert_local_queue(local_queue(f"q{name}", cq=name))
+    for i in range(3):
+        cache.upsert_workload(workload(f"b-{i}", "2", queue="qb", priority=5, age=30 - i))
+    admit_all(cache, schedule(cache, NOW))
+    assert cache.usage("b") == {("default-flavor", "cpu"): Decimal(6)}
+    return cache
+
+
+def tree_usage(cache: Cache) -> dict[str, dict[tuple[str, str], Decimal]]:
+    """Every quota node's usage in the tree of ClusterQueue a (cohort included), as stored."""
+    from multikueue.core.quota import root_of
+
+    state = cache.cluster_queue_state("a")
+    assert state is not None
+    usage = {}
+    nodes = [root_of(state.node)]
+    while nodes:
+        node = nodes.pop()
+        usage[node.name] = dict(node.usage)
+        nodes.extend(node.children)
+    return usage
+
+
+def test_a_preemptor_holds_its_quota_while_its_victims_go_one_by_one() -> None:
+    cache = reclaim_cohort()
+    cache.upsert_workload(workload("a-1", "4", queue="qa", priority=10))
+    cache.upsert_workload(workload("c-1", "2", queue="qc", priority=0))  # a lower-priority borrower waiting
+    first = schedule(cache, NOW)
+    assert names(first) == []
+    victims = {d.victim for d in first.preempted}
+    assert len(victims) == 2 and {d.preemptor[1] for d in first.preempted} == {"a-1"}
+
+    # The evictions are written one at a time: only the first victim's quota is released before the next cycle.
+    evict(cache, CycleResult(preempted=first.preempted[:1]))
+    second = schedule(cache, NOW)
+    assert names(second) == [], "neither c-1 nor the requeued victim takes the quota a-1 waits for"
+    assert "c-1" not in names(second)
+    assert {d.victim for d in second.preempted} <= victims - {first.preempted[0].victim}, "no further victim"
+    assert pending(second)["a-1"][1].endswith(". Pending the preemption of 1 workload(s)")
+
+    evict(cache, CycleResult(preempted=first.preempted[1:]))
+    third = schedule(cache, NOW)
+    assert names(third) == ["a-1"], "admitted once the second victim's quota is released"
+    assert third.preempted == []
+    evicted = {d.victim for d in first.preempted + second.preempted + third.preempted}
+    assert evicted == victims, "two evictions in all"
+
+
+def test_a_cycle_that_plans_a_preemption_leaves_the_quota_tree_as_it_found_it() -> None:
+    cache = reclaim_cohort()
+    cache.upsert_workload(workload("a-1", "4", queue="qa", priority=10))
+    cache.upsert_workload(workload("c-1", "2", queue="qc", priority=0))
+    before = tree_usage(cache)
+    result = schedule(cache, NOW)
+    assert result.preempted and names(result) == []
+    assert result.planned_preemption == {"a"}
+    assert tree_usage(cache) == before
+    assert cache.usage("a") == {} and cache.usage("b") == {("default-flavor", "cpu"): Decimal(6)}
+
+
+def test_only_real_assumptions_stay_in_the_quota_tree_after_a_cycle_with_a_preemption() -> None:
+    cache = reclaim_cohort()
+    cache.upsert_cluster_queue(cluster_queue("d", {"default-flavor": {"cpu": 3}}, cohortName="team"))
+    cache.upsert_local_queue(local_queue("qd", cq="d"))
+    cache.upsert_workload(workload("a-1", "4", queue="qa", priority=10))
+    cache.upsert_workload(workload("d-1", "1", queue="qd", priority=0))  # fits in what a-1 leaves free
+    before = tree_usage(cache)
+    result = schedule(cache, NOW)
+    assert names(result) == ["d-1"] and {d.preemptor[1] for d in result.preempted} == {"a-1"}
+    after = tree_usage(cache)
+    cpu = ("default-flavor", "cpu")
+    assert after["d"] == {cpu: Decimal(1)}, "the assumption stays"
+    assert after["team"] == {cpu: before["team"][cpu] + 1}, "the cohort counts the assumption and nothing else"
+    others = ("a", "b", "c")
+    assert {k: after[k] for k in others} == {k: before[k] for k in others}, "a-1's held usage and its victims' are gone"
+
+
+def test_entries_are_ordered_by_borrowing_before_fitting() -> None:
+    """A preemptor that will not borrow goes before a borrower that fits (upstream's entry order)."""
+    cache = reclaim_cohort()
+    evictable = cache.workload(("default", "b-2"))
+    assert evictable is not None
+    cache.delete_workload(("default", "b-2"))  # 2 cpu free in the cohort
+    cache.upsert_workload(workload("c-1", "2", queue="qc", priority=100, age=60))  # fits by borrowing, older, higher
+    cache.upsert_workload(workload("a-1", "4", queue="qa", priority=0))  # needs 2 more, reclaims them
+    result = schedule(cache, NOW)
+    assert names(result) == [], "c-1 does not take the 2 cpu a-1 reclaims"
+    assert [d.preemptor[1] for d in result.preempted] == ["a-1"]
+    assert pending(result)["c-1"][0] == "Pending"
+
+
+def test_the_held_usage_is_taken_back_even_when_a_cycle_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from multikueue.core import scheduler
+
+    cache = reclaim_cohort()
+    cache.upsert_workload(workload("a-1", "4", queue="qa", priority=10))
+    cache.upsert_workload(workload("c-1", "2", queue="qc", priority=0))
+    before = tree_usage(cache)
+    real_assign = scheduler._assign
+    calls = []
+
+    def failing_assign(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) > 2:  # c-1 re-assigned after a-1 planned its preemption
+            raise RuntimeError("boom")
+        return real_assign(*args)
+
+    monkeypatch.setattr(scheduler, "_assign", failing_assign)
+    with pytest.raises(RuntimeError):
+        schedule(cache, NOW)
+    assert len(calls) == 3
+    assert tree_usage(cache) == before

@@ -193,3 +193,17 @@ def test_health_port_of_the_controller_pod() -> None:
     ]}}
     assert health_port(pod) == (8081, "multikueue:0.1.0")
     assert health_port({"spec": {"containers": [{"name": "x", "image": "i"}]}}) == (None, "i")
+
+
+def test_default_namespace_is_the_contexts(tmp_path: Any) -> None:
+    from multikueue.status.objects import context_namespace
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: a, context: {cluster: c, user: u, namespace: team-a}}, {name: b, context: {cluster: c, user: u}}]\n"
+    )
+    assert context_namespace(str(kubeconfig), None) == "team-a"
+    assert context_namespace(str(kubeconfig), "b") == "default"
+    assert context_namespace(str(tmp_path / "missing"), None) == "default"

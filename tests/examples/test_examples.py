@@ -112,10 +112,11 @@ def workload_owned_by(api: client.ApiClient, ns: str, kind: str, name: str) -> d
     return None
 
 
+@pytest.mark.parametrize("example", ["jobs/job.yaml", "kind/sample-job.yaml"])
 def test_job_example_runs_on_a_worker_through_the_example_queues(
-    e2e_clusters: Clusters, applied: Applied, request: pytest.FixtureRequest
+    e2e_clusters: Clusters, applied: Applied, request: pytest.FixtureRequest, example: str
 ) -> None:
-    [job] = renamed(documents("jobs/job.yaml"), applied.names, applied.namespace)
+    [job] = renamed(documents(example), applied.names, applied.namespace)
     if request.config.getoption("--clusters") == "kind":
         job["spec"]["template"]["spec"]["containers"][0]["image"] = o.JOB_IMAGE  # nothing is pulled on kind
     batch = client.BatchV1Api(e2e_clusters.manager)
@@ -129,7 +130,7 @@ def test_job_example_runs_on_a_worker_through_the_example_queues(
     )
     assert cluster in {applied.names[w] for w in WORKERS}, "placed through the example's MultiKueueClusters"
     o.wait_for(lambda: job_complete(batch, applied.namespace, name), 120, what="the manager's Job Complete")
-    assert batch.read_namespaced_job(name, applied.namespace).status.succeeded == 2
+    assert batch.read_namespaced_job(name, applied.namespace).status.succeeded == job["spec"]["completions"]
     final = kueue.get("Workload", wl["metadata"]["name"], applied.namespace)
     assert final["status"]["admission"]["clusterQueue"] == applied.names["cluster-queue"]
 

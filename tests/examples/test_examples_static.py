@@ -25,7 +25,7 @@ COVERED = {
     "worker/queues.yaml",
     "jobs/job.yaml",
     "jobs/pipelinerun.yaml",
-    "kind/sample-job.yaml",  # kind-configs/up.sh's clusters: README's kind section, run by hand
+    "kind/sample-job.yaml",  # for kind-configs/up.sh's clusters; applied like jobs/job.yaml
 }
 
 

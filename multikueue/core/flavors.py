@@ -35,7 +35,7 @@ others are preempted. A group with no such flavor still ends the assignment.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -104,6 +104,8 @@ class PodSetRequest:
     node_selector: Mapping[str, str]
     affinity_terms: tuple[NodeSelectorTerm, ...]
     tolerations: tuple[Toleration, ...]
+    #: The fewest pods it may run with (partial admission, :mod:`multikueue.core.partial`); ``None``: all of them.
+    min_count: int | None = None
 
     @property
     def total(self) -> Requests:
@@ -131,7 +133,12 @@ class PodSetRequest:
             node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             affinity_terms=required_affinity_terms(spec),
             tolerations=tuple(tolerations),
+            min_count=pod_set.min_count,
         )
+
+    def with_count(self, count: int) -> PodSetRequest:
+        """The same pod set asking for ``count`` pods (a partial-admission attempt)."""
+        return replace(self, count=count)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,10 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
 3. Each active ClusterQueue orders its pending Workloads by priority
    (descending), then creation time, then name. The cycle proceeds in
    rounds: each round takes the next candidate of every queue, assigns
-   flavors (:mod:`multikueue.core.flavors`), and goes through the round's
+   flavors (:mod:`multikueue.core.flavors`; when the full counts neither
+   fit nor have victims to preempt and a pod set has a ``minCount``, the
+   largest reduced counts that do, :mod:`multikueue.core.partial`), and
+   goes through the round's
    candidates in upstream's classical entry order (``classicalIterator``
    in ``pkg/scheduler/scheduler.go``): those that do not borrow first, then
    higher priority, then older (queue order). Fitting or not does not
@@ -72,7 +75,7 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -89,15 +92,17 @@ from multikueue.api.meta import find_condition
 from multikueue.api.workload import Admission
 from multikueue.core import messages
 from multikueue.core.cache import Cache, ClusterQueueState, PendingWorkload, QuotaHolder, WorkloadKey
-from multikueue.core.flavors import FlavorAssignment, assign_flavors
+from multikueue.core.flavors import FlavorAssignment, PodSetRequest, assign_flavors
 from multikueue.core.matching import selector_matches
 from multikueue.core.preemption import (
     AdmittedWorkload,
     PreemptionContext,
+    PreemptionPlan,
     Preemptor,
     plan_preemption,
     satisfies_policy,
 )
+from multikueue.core.partial import can_be_partially_admitted, reduce_counts
 from multikueue.core.quota import ZERO, FlavorResource, QuotaNode, add_usage, remove_usage
 
 __all__ = ["AdmissionDecision", "CycleResult", "PendingUpdate", "PreemptionDecision", "schedule"]
@@ -348,15 +353,44 @@ def _report(result: CycleResult, workload: PendingWorkload, reason: str, message
         result.pending.append(PendingUpdate(workload.key, reason, message))
 
 
-def _assign(cache: Cache, state: ClusterQueueState, workload: PendingWorkload) -> FlavorAssignment:
+def _assign_pod_sets(cache: Cache, state: ClusterQueueState, pod_sets: Sequence[PodSetRequest]) -> FlavorAssignment:
     return assign_flavors(
-        workload.pod_sets,
+        pod_sets,
         state.groups,
         cache.flavors,
         state.node,
         state.spec.flavor_fungibility.when_can_borrow,
         preemption=may_preempt(state.spec.preemption),
     )
+
+
+def _assign(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload) -> FlavorAssignment:
+    """The candidate's assignment: its full counts, or reduced ones under partial admission.
+
+    As upstream's ``getInitialAssignments``: the full counts when they fit,
+    or when they need preemption and victims exist; otherwise, if a pod set
+    has a ``minCount``, the largest reduced counts that fit or that have
+    victims to preempt (:func:`multikueue.core.partial.reduce_counts`);
+    otherwise the full counts (and their message).
+    """
+    full = _assign_pod_sets(cycle.cache, state, workload.pod_sets)
+    if full.fits:
+        return full
+    counts = [p.count for p in workload.pod_sets]
+    min_counts = [p.min_count for p in workload.pod_sets]
+    if not can_be_partially_admitted(counts, min_counts):
+        return full
+    if full.preemptible and _plan(cycle, state, workload, full).preempts:
+        return full
+
+    def attempt(reduced: list[int]) -> FlavorAssignment | None:
+        pod_sets = [p.with_count(c) for p, c in zip(workload.pod_sets, reduced, strict=True)]
+        assignment = _assign_pod_sets(cycle.cache, state, pod_sets)
+        if assignment.fits or (assignment.preemptible and _plan(cycle, state, workload, assignment).preempts):
+            return assignment
+        return None
+
+    return reduce_counts(counts, min_counts, attempt) or full
 
 
 def may_preempt(policy: ClusterQueuePreemption) -> bool:
@@ -383,13 +417,13 @@ def _candidate(holder: QuotaHolder, now: datetime) -> AdmittedWorkload:
     )
 
 
-def _preemptor(entry: _Entry, state: ClusterQueueState, assignment: FlavorAssignment) -> Preemptor:
-    workload = entry.workload.workload
+def _preemptor(pending: PendingWorkload, state: ClusterQueueState, assignment: FlavorAssignment) -> Preemptor:
+    workload = pending.workload
     return Preemptor(
-        key=entry.workload.key,
+        key=pending.key,
         cluster_queue=state.name,
-        priority=entry.workload.priority,
-        queued_at=entry.workload.created,
+        priority=pending.priority,
+        queued_at=pending.created,
         usage=assignment.usage,
         uid=workload.metadata.uid or "",
         job_uid=(workload.metadata.labels or {}).get(Labels.JOB_UID, ""),
@@ -420,7 +454,7 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
     policy = state.spec.preemption.within_cluster_queue
     if policy != WithinClusterQueuePolicy.NEVER:
         own = cycle.own_holders(state.name)
-        preemptor = _preemptor(entry, state, entry.assignment)
+        preemptor = _preemptor(entry.workload, state, entry.assignment)
         for priority, summed in own.by_priority.items():
             if priority < preemptor.priority:
                 free(summed)
@@ -439,6 +473,15 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
     )
 
 
+def _plan(cycle: _Cycle, state: ClusterQueueState, pending: PendingWorkload, assignment: FlavorAssignment) -> PreemptionPlan:
+    """The preemption ``assignment`` would need: victims among the quota holders no preemptor of this cycle claimed."""
+    claimed = {d.victim for d in cycle.result.preempted}
+    holders = cycle.holders_of(state.name)
+    candidates = [_candidate(h, cycle.now) for h in holders if not h.assumed and h.key not in claimed]
+    preemptor = _preemptor(pending, state, assignment)
+    return plan_preemption(preemptor, PreemptionContext(state.node, state.spec.preemption, candidates, cycle.now))
+
+
 def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment: FlavorAssignment) -> tuple[str, bool]:
     """Plan and record the preemption for a candidate that does not fit; its message, and whether it preempts.
 
@@ -446,11 +489,7 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
     rest of the cycle and theirs counted as released (:class:`_CycleUsage`).
     """
     result = cycle.result
-    claimed = {d.victim for d in result.preempted}
-    holders = cycle.holders_of(state.name)
-    candidates = [_candidate(h, cycle.now) for h in holders if not h.assumed and h.key not in claimed]
-    preemptor = _preemptor(entry, state, assignment)
-    plan = plan_preemption(preemptor, PreemptionContext(state.node, state.spec.preemption, candidates, cycle.now))
+    plan = _plan(cycle, state, entry.workload, assignment)
     if not plan.preempts:
         return assignment.message, False
     for victim in plan.victims:
@@ -503,7 +542,7 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
             if cursor.state.strict_fifo:
                 still_open.remove(cursor)
             continue
-        entry = _Entry(cursor, workload, _assign(cache, cursor.state, workload))
+        entry = _Entry(cursor, workload, _assign(cycle, cursor.state, workload))
         if entry.assignment.fits:
             entry.borrows = entry.assignment.borrows
         elif entry.assignment.preemptible:
@@ -517,7 +556,7 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         tree = cache.cohort_root(state.name)
         assignment = entry.assignment
         if tree in touched_trees:
-            assignment = _assign(cache, state, entry.workload)  # an earlier entry took or holds quota there
+            assignment = _assign(cycle, state, entry.workload)  # an earlier entry took or holds quota there
         if assignment.fits:
             admission = assignment.to_admission(state.name)
             cache.assume(entry.workload.key, admission)

@@ -999,3 +999,111 @@ def test_the_held_usage_is_taken_back_even_when_a_cycle_fails(monkeypatch: pytes
         schedule(cache, NOW)
     assert len(calls) == 3
     assert tree_usage(cache) == before
+
+
+# --- partial admission (upstream pkg/scheduler/scheduler_test.go, "partial admission ..." cases) -----------
+
+
+def multi_pod_set_workload(name: str, pod_sets: list[tuple[str, int, int | None, str]], *, priority: int | None = None) -> Workload:
+    """A Workload with pod sets given as (name, count, minCount or None, cpu per pod)."""
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "default", "creationTimestamp": NOW.isoformat(), "uid": f"wl-{name}"},
+        "spec": {"queueName": "user-queue", "podSets": []},
+    }
+    for ps_name, count, min_count, cpu in pod_sets:
+        pod_set: dict[str, Any] = {
+            "name": ps_name,
+            "count": count,
+            "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}},
+        }
+        if min_count is not None:
+            pod_set["minCount"] = min_count
+        body["spec"]["podSets"].append(pod_set)
+    if priority is not None:
+        body["spec"]["priority"] = priority
+    return Workload.from_k8s(body)
+
+
+def counts_of(decision: AdmissionDecision) -> dict[str, tuple[int, str]]:
+    return {p.name: (p.count, str(p.resource_usage["cpu"])) for p in decision.admission.pod_set_assignments}
+
+
+def test_partial_admission_single_variable_pod_set() -> None:
+    """Upstream: "partial admission single variable pod set" (50 pods x 2 CPU, min 20, quota 50 CPU: 25 pods)."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 50}})
+    cache.upsert_workload(multi_pod_set_workload("new", [("one", 50, 20, "2")]))
+    [decision] = schedule(cache, NOW).admitted
+    assert counts_of(decision) == {"one": (25, "50")}
+
+
+def test_partial_admission_multiple_variable_pod_sets() -> None:
+    """Upstream: "partial admission multiple variable pod sets" (every variable pod set shrinks together)."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 50}})
+    cache.upsert_workload(
+        multi_pod_set_workload("new", [("one", 20, None, "1"), ("two", 30, 10, "1"), ("three", 15, 5, "1")])
+    )
+    [decision] = schedule(cache, NOW).admitted
+    assert counts_of(decision) == {"one": (20, "20"), "two": (20, "20"), "three": (10, "10")}
+
+
+def test_no_partial_admission_without_min_count_keeps_the_full_message() -> None:
+    """Upstream: "partial admission disabled, multiple variable pod sets": without minCount nothing is reduced."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 50}})
+    cache.upsert_workload(multi_pod_set_workload("new", [("one", 20, None, "1"), ("two", 30, None, "1"), ("three", 15, None, "1")]))
+    result = schedule(cache, NOW)
+    assert names(result) == []
+    reason, message = pending(result)["new"]
+    assert reason == "Pending" and message.startswith("couldn't assign flavors to pod set three:")
+
+
+def test_partial_admission_even_the_minimum_does_not_fit() -> None:
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 10}})
+    cache.upsert_workload(multi_pod_set_workload("new", [("one", 20, 11, "1")]))
+    result = schedule(cache, NOW)
+    assert names(result) == []
+    assert pending(result)["new"][1].startswith("couldn't assign flavors to pod set one:"), "the full counts' message"
+
+
+def test_partial_admission_preempt_first() -> None:
+    """Upstream: "partial admission single variable pod set, preempt first": full counts preempt, no reduction."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, **LOWER)
+    cache.upsert_workload(multi_pod_set_workload("old", [("one", 10, None, "1")], priority=-4))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(multi_pod_set_workload("new", [("one", 20, 10, "1")], priority=4))
+    result = schedule(cache, NOW + timedelta(seconds=1))
+    assert names(result) == [], "not admitted with 10 pods at once: the full 20 can be had by preempting"
+    assert [(d.victim[1], d.reason) for d in result.preempted] == [("old", "InClusterQueue")]
+    assert pending(result)["new"][1].endswith("10 more needed. Pending the preemption of 1 workload(s)")
+    evict(cache, result)
+    [decision] = schedule(cache, NOW + timedelta(seconds=2)).admitted
+    assert counts_of(decision) == {"one": (20, "20")}
+
+
+def test_partial_admission_preempt_with_partial_admission() -> None:
+    """Upstream: "... preempt with partial admission": the full 30 exceed the capacity; 20 pods preempt."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, **LOWER)
+    cache.upsert_workload(multi_pod_set_workload("old", [("one", 10, None, "1")], priority=-4))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(multi_pod_set_workload("new", [("one", 30, 10, "1")], priority=4))
+    result = schedule(cache, NOW + timedelta(seconds=1))
+    assert names(result) == []
+    assert [d.victim[1] for d in result.preempted] == ["old"]
+    assert pending(result)["new"][1] == (
+        "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor default-flavor, 10 more needed"
+        ". Pending the preemption of 1 workload(s)"
+    )
+    evict(cache, result)
+    [decision] = schedule(cache, NOW + timedelta(seconds=2)).admitted
+    assert counts_of(decision) == {"one": (20, "20")}
+
+
+def test_partial_admission_prefers_reduction_when_no_victim_is_allowed() -> None:
+    """Full counts need preemption but the victim has the same priority: the reduced counts fit instead."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, **LOWER)
+    cache.upsert_workload(multi_pod_set_workload("old", [("one", 10, None, "1")], priority=4))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(multi_pod_set_workload("new", [("one", 20, 5, "1")], priority=4))
+    result = schedule(cache, NOW + timedelta(seconds=1))
+    assert result.preempted == []
+    [decision] = result.admitted
+    assert counts_of(decision) == {"one": (10, "10")}

@@ -93,15 +93,15 @@ def deployed_versions(api: client.ApiClient, namespace: str, selector: str = CON
             found.append(ControllerVersion(where, image=image, error=f"pod {(pod.get('status') or {}).get('phase') or 'not running'}"))
             continue
         try:
-            data, _, _ = api.call_api(
-                f"/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy/version",
-                "GET",
-                auth_settings=["BearerToken"],
-                response_type="object",
-                _preload_content=True,
-                _return_http_data_only=False,
-                _request_timeout=MANAGER_TIMEOUT,
+            response = client.CoreV1Api(api).connect_get_namespaced_pod_proxy_with_path(
+                f"{name}:{port}", namespace, "version", _preload_content=False, _request_timeout=MANAGER_TIMEOUT
             )
+            status = int(getattr(response, "status", 200) or 200)
+            if status >= 400:
+                # 404: a controller older than /version, or another server on that port.
+                found.append(ControllerVersion(where, image=image, error=f"pod proxy answered {status} {getattr(response, 'reason', '')}".rstrip()))
+                continue
+            data = json.loads(response.data)
             found.append(ControllerVersion(where, version=_version_of(data), image=image))
         except ApiException as exc:
             found.append(ControllerVersion(where, image=image, error=f"pod proxy answered {api_status(exc)}"))

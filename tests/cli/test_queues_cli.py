@@ -114,3 +114,55 @@ def test_version_asks_the_controller(
     assert code == 0 and "no controller pods in namespace kueue-system" in out
     code, _, err = run(capsys, "version", "--controller-url", "http://127.0.0.1:1")
     assert code == 1 and "did not answer: connection refused" in err
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route (the apiserver refuses to proxy to loopback)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: no packet is sent for a UDP connect
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") else address
+
+
+def test_version_reaches_a_deployed_controller_through_the_pod_proxy(
+    capsys: pytest.CaptureFixture[str], integration_clusters: Clusters, integration_controller: ControllerProcess
+) -> None:
+    """A pod object standing for the Deployment's pod, whose IP is where the integration controller listens.
+
+    The apiserver proxies to the pod's IP and named port as for a real pod
+    (no kubelet is involved in the pod proxy), so this is the path
+    ``multikueue version`` takes against config/default.
+    """
+    from kubernetes import client
+
+    address = _outward_address()
+    if address is None:
+        pytest.skip("no non-loopback address to stand for a pod IP")
+    core = client.CoreV1Api(integration_clusters.manager)
+    namespace, name = "kueue-system", "multikueue-controller-manager-test"
+    try:
+        core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    pod = {
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "multikueue", "app.kubernetes.io/component": "controller-manager"}},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "containers": [{"name": "manager", "image": "multikueue:test",
+                            "ports": [{"name": "health", "containerPort": integration_controller.health_port}]}],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+    try:
+        core.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Running", "podIP": address, "podIPs": [{"ip": address}]}})
+        code, out, err = run(capsys, "version", "--kubeconfig", str(integration_clusters.kubeconfigs[0]))
+        assert code == 0, err
+        assert out.splitlines()[1] == f"Controller Version: {__version__} (pod {namespace}/{name}, image multikueue:test)"
+    finally:
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)

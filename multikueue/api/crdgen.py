@@ -34,6 +34,8 @@ Run ``python -m multikueue.api.crdgen [--check] [--dir config/crd]``
 from __future__ import annotations
 
 import argparse
+import copy
+import re
 import sys
 import types
 from collections.abc import Sequence
@@ -52,8 +54,17 @@ from pydantic_core import PydanticUndefined
 from multikueue.api import KINDS
 from multikueue.api.constants import GROUP, VERSION
 from multikueue.api.conversion import CONVERTERS, SPOKE
-from multikueue.api.conversion.schema import DEPRECATION_WARNING, EDITS, Add, Edit, Remove, Rename, Required, Rules
-from multikueue.api.conversion.schema import Enum as MoreValues
+from multikueue.api.conversion.schema import (
+    DEPRECATION_WARNING,
+    EDITS,
+    Add,
+    Edit,
+    ExtraValues,
+    Remove,
+    Rename,
+    Required,
+    Rules,
+)
 from multikueue.api.meta import KueueObject
 from multikueue.api.quantity import quantity_json
 from multikueue.api.schema import UNSET, Schema, merge_schemas
@@ -335,8 +346,7 @@ def _parent_and_name(root: dict[str, Any], edit: Edit) -> tuple[dict[str, Any], 
 
 
 def _rename_in_rules(node: dict[str, Any], old: str, new: str) -> None:
-    import re
-
+    """CEL rules (and their messages) of a node whose property was renamed, speaking of the new name."""
     pattern = re.compile(rf"\b{re.escape(old)}\b")
     for rule in node.get("x-kubernetes-validations", []):
         rule["rule"] = pattern.sub(new, rule["rule"])
@@ -367,7 +377,7 @@ def _apply_edit(root: dict[str, Any], edit: Edit) -> None:
         node, _ = _schema_for_type(edit.annotation, [], edit.path)
         node.setdefault("description", edit.description)
         parent["properties"] = dict(sorted({**parent.get("properties", {}), name: node}.items()))
-    elif isinstance(edit, MoreValues):
+    elif isinstance(edit, ExtraValues):
         node = _node_at(root, edit.path, edit)
         node["enum"] = [*node["enum"], *edit.values]
     elif isinstance(edit, Required):
@@ -387,8 +397,6 @@ def _apply_edit(root: dict[str, Any], edit: Edit) -> None:
 
 def v1beta1_schema(model: type[KueueObject]) -> dict[str, Any]:
     """The ``openAPIV3Schema`` of v1beta1: v1beta2's with the kind's edits applied."""
-    import copy
-
     root = copy.deepcopy(openapi_schema(model))
     for edit in EDITS.get(model.kind, ()):
         _apply_edit(root, edit)
@@ -451,7 +459,12 @@ def crd_document(model: type[KueueObject]) -> dict[str, Any]:
     columns = PRINTER_COLUMNS.get(model.kind, ())
     if columns:
         version["additionalPrinterColumns"] = [column.as_dict() for column in columns]
-        renames = {f".{e.path}": f".{e.path.rpartition('.')[0]}.{e.name}".replace("..", ".") for e in EDITS.get(model.kind, ()) if isinstance(e, Rename)}
+        # A column showing a renamed field shows it under its v1beta1 name (ClusterQueue's Cohort).
+        renames = {
+            f".{e.path}": f".{e.path.rpartition('.')[0]}.{e.name}".replace("..", ".")
+            for e in EDITS.get(model.kind, ())
+            if isinstance(e, Rename)
+        }
         old["additionalPrinterColumns"] = [
             {**column.as_dict(), "jsonPath": renames.get(column.json_path, column.json_path)} for column in columns
         ]

@@ -27,7 +27,7 @@ from multikueue.api.multikueue import ClusterProfileReference, KubeConfig
 from multikueue.api.quantity import Quantity
 from multikueue.api.schema import DNS1123_SUBDOMAIN_PATTERN, Int32, Int64, ObjectName, Rule, Schema
 
-__all__ = ["DEPRECATION_WARNING", "EDITS", "Add", "Edit", "Enum", "Remove", "Rename", "Required", "Rules"]
+__all__ = ["DEPRECATION_WARNING", "EDITS", "Add", "Edit", "ExtraValues", "Remove", "Rename", "Required", "Rules"]
 
 #: What ``kubectl`` prints for every v1beta1 request (upstream's wording).
 DEPRECATION_WARNING = "This version is deprecated. Use v1beta2 instead."
@@ -131,7 +131,7 @@ class Add(Edit):
 
 
 @dataclass(frozen=True)
-class Enum(Edit):
+class ExtraValues(Edit):
     """v1beta1 also accepts ``values`` (deprecated ones the conversion maps)."""
 
     values: tuple[str, ...]
@@ -170,8 +170,8 @@ EDITS: dict[str, tuple[Edit, ...]] = {
             list[Annotated[str, Schema(max_length=316)]] | None,
             "AdmissionChecks every Workload must pass (v1beta2: admissionChecksStrategy)",
         ),
-        Enum("spec.flavorFungibility.whenCanBorrow", ("Borrow",)),
-        Enum("spec.flavorFungibility.whenCanPreempt", ("Preempt",)),
+        ExtraValues("spec.flavorFungibility.whenCanBorrow", ("Borrow",)),
+        ExtraValues("spec.flavorFungibility.whenCanPreempt", ("Preempt",)),
         Add(
             "status.pendingWorkloadsStatus",
             ClusterQueuePendingWorkloadsStatus | None,
@@ -226,7 +226,12 @@ EDITS: dict[str, tuple[Edit, ...]] = {
         Rules(
             "spec",
             drop=("priorityClassRef",),
-            add=(Rule("has(self.priorityClassName) ? has(self.priority) : true", "priority should not be nil when priorityClassName is set"),),
+            add=(
+                Rule(
+                    "has(self.priorityClassName) ? has(self.priority) : true",
+                    "priority should not be nil when priorityClassName is set",
+                ),
+            ),
         ),
         Rules(
             "",

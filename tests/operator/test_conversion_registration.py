@@ -121,3 +121,12 @@ def test_repairs_leave_another_replicas_registration_alone() -> None:
     assert patched == ["workloads.kueue.x-k8s.io"]
     patched, _ = asyncio.run(webhook.apply_conversion(kube, URL, names))  # type: ignore[arg-type]
     assert patched == names  # at start (and on a new CA) this replica takes over
+
+
+def test_the_controller_registers_conversion_whenever_it_serves_webhooks() -> None:
+    from multikueue.operator.app import ControllerOptions, webhook_options
+
+    local = webhook_options(ControllerOptions(webhook_port=9443))
+    cluster = webhook_options(ControllerOptions(webhook_port=9443, webhook_service="kueue-system/svc"))
+    assert local is not None and local.conversion and cluster is not None and cluster.conversion
+    assert webhook.WebhookOptions(port=1).conversion is False  # servers of their own (tests) leave the CRDs alone

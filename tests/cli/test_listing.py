@@ -186,6 +186,22 @@ def test_bash_completion_script_completes(tmp_path: Any) -> None:
     assert complete("multikueue", "stop", "cq", "x", "--keep") == ["--keep-already-running"]
 
 
+def test_zsh_completion_script_completes(tmp_path: Any) -> None:
+    """Through zsh's bashcompinit, which fills COMP_WORDS 1-based (its compgen leaves filtering to compadd)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("zsh") is None:
+        pytest.skip("no zsh (apt-get install zsh)")
+    script = tmp_path / "completion.zsh"
+    script.write_text(zsh_script(build_parser()))
+    out = subprocess.run(
+        ["zsh", "-c", f"source {script}; COMP_WORDS=(multikueue stop cq x --keep); COMP_CWORD=4; _multikueue; print -l -- $COMPREPLY"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert "--keep-already-running" in out and "--all-namespaces" not in out, "the options of stop, not of list"
+
+
 def test_health_port_of_the_controller_pod() -> None:
     pod = {"spec": {"containers": [
         {"name": "sidecar", "image": "other"},

@@ -13,7 +13,7 @@ then one every few seconds. Once there is history, every query of
 ``$instance``/``$cluster_queue`` by ``.*``, ``$__rate_interval`` by ``1m``,
 ``$__range`` by ``15m``) runs through Prometheus's HTTP API; each must return
 at least one series with a number (not NaN). Then headless Chromium takes
-screenshots of Prometheus's graph page for each dashboard row.
+screenshots of Prometheus's graph page with each dashboard panel's queries.
 
     sudo apt-get install -y prometheus chromium      # once
     ~/.cache/multikueue/venv/bin/python hack/dashboard-check.py --screenshots /tmp/shots
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=4.0, help="then one Job every this many seconds")
     parser.add_argument("--run-for", default="15s", help="how long each Job's pod runs on the kwok nodes")
     parser.add_argument("--history", type=float, default=90.0, help="seconds of load before the queries run")
-    parser.add_argument("--screenshots", type=Path, help="directory for PNGs of Prometheus's graph page, one per dashboard row")
+    parser.add_argument("--screenshots", type=Path, help="directory for PNGs of Prometheus's graph page, one per dashboard panel")
     parser.add_argument("--keep", action="store_true", help="leave clusters, controllers and Prometheus running")
     args = parser.parse_args(argv)
 
@@ -250,14 +250,15 @@ def main(argv: list[str] | None = None) -> int:
         failed = not all(series and number for _, _, _, series, number in results)
         if args.screenshots is not None:
             args.screenshots.mkdir(parents=True, exist_ok=True)
-            by_row: dict[str, list[str]] = {}
-            for row, _, expr, _, _ in results:
-                by_row.setdefault(row, []).append(expr)
-            for index, (row, exprs) in enumerate(by_row.items(), 1):
-                path = args.screenshots / f"dashboard-{index}-{row.lower().replace(' ', '-').replace(':', '')}.png"
-                window = f"{int(args.history // 60) + 2}m"  # the load's whole history, not an empty hour
+            by_panel: dict[str, list[str]] = {}
+            for _, panel, expr, _, _ in results:
+                by_panel.setdefault(panel, []).append(expr)
+            window = f"{int(args.history // 60) + 2}m"  # the load's whole history, not an empty hour
+            for index, (panel, exprs) in enumerate(by_panel.items(), 1):
+                slug = "".join(c if c.isalnum() else "-" for c in panel.lower()).strip("-")
+                path = args.screenshots / f"panel-{index:02d}-{slug}.png"
                 screenshot(prometheus.graph_url(exprs, window), path, size=f"1400,{300 + 745 * len(exprs)}")
-                print(f"--- screenshot of row {row!r} ({len(exprs)} queries): {path}", flush=True)
+                print(f"--- screenshot of panel {panel!r} ({len(exprs)} queries): {path}", flush=True)
         print("--- every dashboard query returned data" if not failed else "--- some dashboard queries returned no data", flush=True)
         return 1 if failed else 0
     finally:

@@ -9,7 +9,9 @@ Loaded with ``-p multikueue.dev.pytest_plugin`` (see ``pyproject.toml``), so
   scheduler, kwok), started once per session;
 - ``upstream_crd_cluster``: one apiserver with upstream Kueue's CRDs from
   ``../shared/reference``, for compatibility tests;
-- ``namespace``: a fresh namespace created on the manager and every worker.
+- ``namespace``: a fresh namespace created on the manager and every worker;
+- ``tekton_workers``: Tekton Pipelines' controller on the e2e workers, for the
+  module that asks (``e2e/test_tekton.py``).
 
 Clusters take free loopback ports, live under pytest's temporary folder and are
 stopped at the end of the session.
@@ -30,14 +32,15 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from multikueue.dev import containers, kind, wiring
+from multikueue.dev import containers, kind, tekton, wiring
 from multikueue.dev import objects as o
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.localcluster import PORTS_PER_CLUSTER
 from multikueue.dev.paths import source_checkout
-from multikueue.dev.process import port_in_use
+from multikueue.dev.process import ManagedProcess, port_in_use
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -278,6 +281,36 @@ def _controllers(clusters: Clusters, directory: Path, roles: list[str]) -> list[
     except BaseException:
         for ctl in started:
             ctl.stop()
+@pytest.fixture(scope="module")
+def tekton_workers(e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
+    """Tekton Pipelines' controller (real, from the third-party archive) on every e2e worker, Tekton's CRDs everywhere.
+
+    Module-scoped: other modules play Tekton by hand on the same workers,
+    which a running controller would race, so it runs only while the module
+    that asks for it does. The first use builds it (about 10 minutes cold);
+    a build that fails fails the tests, with the build's message: they are
+    never skipped.
+    """
+    if e2e_clusters.local is None:
+        pytest.fail("real Tekton runs only beside the local clusters (kwok plays its pods); run without --clusters kind")
+    try:
+        source, binary = tekton.ensure()
+    except DevEnvironmentError as exc:
+        pytest.fail(f"Tekton's controller could not be built from the third-party archive: {exc}", pytrace=False)
+    directory = tmp_path_factory.mktemp("tekton")
+    local = e2e_clusters.local
+    wiring.install_crds(local.api(local.manager), tekton.manifests(source)[0])
+    started: list[ManagedProcess] = []
+    try:
+        for worker in local.workers:
+            tekton.install(local.api(worker), source)
+            started.append(tekton.start(worker.name, worker.kubeconfig_path, directory / f"{worker.name}-tekton.log", binary))
+        yield started
+    finally:
+        for proc in started:
+            proc.stop()
+
+
         raise
     return started
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kubernetes import config as kube_config
 
-from multikueue.dev import wiring
+from multikueue.dev import tekton, wiring
 from multikueue.dev.binaries import KUBERNETES_VERSION, KWOK_VERSION, ensure_binaries
 from multikueue.dev.clusterset import DEFAULT_BASE_PORT, ClusterSet, ClusterSetOptions
 from multikueue.dev.errors import DevEnvironmentError
@@ -26,6 +26,11 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         help=f"build etcd/kube-apiserver/controller-manager/scheduler {KUBERNETES_VERSION} and kwok {KWOK_VERSION}",
     )
     build.add_argument("--rebuild", action="store_true", help="rebuild even if cached")
+    build.add_argument(
+        "--tekton",
+        action="store_true",
+        help="also build Tekton's controller from ../shared/thirdparty/tekton-pipeline-v1.15.0.tar.gz (about 10 minutes cold)",
+    )
     build.set_defaults(handler=_build)
 
     clusters = sub.add_parser("clusters", help="start, stop or inspect a manager and its workers")
@@ -42,6 +47,12 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         help="only etcd + kube-apiserver (no controller-manager, scheduler or kwok)",
     )
     up.add_argument("--nodes", type=int, default=2, help="kwok fake nodes per cluster (default 2)")
+    up.add_argument(
+        "--tekton",
+        action="store_true",
+        help="run Tekton Pipelines' controller on every worker (built from ../shared/thirdparty/tekton-pipeline-"
+        "v1.15.0.tar.gz, about 10 minutes the first time; its webhook is not run); its TaskRuns' pods run on kwok",
+    )
     up.set_defaults(handler=_up)
 
     down = csub.add_parser("down", help="stop every process of the clusters")
@@ -124,6 +135,9 @@ def _build(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     options = ClusterSetOptions(
         name=args.name,
+    if args.tekton:
+        _, binary = tekton.ensure()
+        print(f"tekton:        {binary}")
         workers=args.workers,
         full=not args.apiserver_only,
         base_port=args.base_port,
@@ -134,6 +148,7 @@ def _up(args: argparse.Namespace) -> int:
     clusters.up(options)
     print(f"local clusters {args.name!r} are up in {time.monotonic() - started:.1f}s:")
     for row in clusters.status():
+        tekton=args.tekton,
         print(f"  {row['cluster']:<10} {row['server']:<26} kubeconfig: {row['kubeconfig']}")
     print(f"  try: kubectl --kubeconfig {clusters.manager.kubeconfig_path} get multikueueclusters")
     print("  stop: multikueue dev clusters down" + ("" if args.name == "dev" else f" --name {args.name}"))
@@ -142,6 +157,9 @@ def _up(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     clusters = ClusterSet.load(args.name)
+    if args.tekton and clusters.workers:
+        print(f"  Tekton Pipelines {tekton.VERSION} runs on {', '.join(clusters.tekton_running())} "
+              f"(logs: {clusters.directory}/WORKER/logs/tekton-controller.log)")
     clusters.down()
     print(f"local clusters {args.name!r} stopped")
     return 0

@@ -15,7 +15,7 @@ from typing import Any, Callable, TypeVar
 
 from kubernetes import client, config
 
-from multikueue.dev import nodes, wiring
+from multikueue.dev import nodes, tekton, wiring
 from multikueue.dev.binaries import Binaries, ensure_binaries
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.localcluster import PORTS_PER_CLUSTER, ClusterPorts, LocalCluster, read_state, write_state
@@ -43,6 +43,8 @@ class ClusterSetOptions:
     wire: bool = True
     #: Install this project's CRDs (off for a cluster that gets upstream's instead).
     install_crds: bool = True
+    #: Run Tekton's controller on every worker (built from the third-party archive; full clusters only).
+    tekton: bool = False
 
 
 def worker_name(index: int) -> str:
@@ -57,6 +59,8 @@ class ClusterSet:
     directory: Path
     clusters: list[LocalCluster]
     timings: dict[str, float] = field(default_factory=dict)
+    #: Tekton's unpacked source and built controller, when the set runs it (``ClusterSetOptions.tekton``).
+    _tekton: tuple[tekton.Source, Path] | None = field(default=None, repr=False)
 
     @property
     def state_file(self) -> Path:
@@ -125,8 +129,12 @@ class ClusterSet:
         for c in self.clusters:
             ports |= c.ports.named(c.name, c.full)
         check_ports_free(ports)
+        if options.tekton and not options.full:
+            raise DevEnvironmentError("--tekton needs full clusters (kwok runs the TaskRuns' pods): drop --apiserver-only")
         started = time.monotonic()
         binaries = binaries or ensure_binaries().binaries
+        # Built before any cluster starts: a failed Tekton build leaves nothing running.
+        self._tekton = tekton.ensure() if options.tekton else None
         self.timings["binaries"] = time.monotonic() - started
         if self.directory.exists():
             shutil.rmtree(self.directory)
@@ -173,7 +181,23 @@ class ClusterSet:
             )
             _parallel(lambda c: nodes.wait_default_service_account(self.api(c)), self.clusters)
             _parallel(lambda c: c.wait_workers(), self.clusters)
+        if self._tekton is not None and self.workers:
+            _parallel(self._start_tekton, self.workers)
+            self._save()
+            self.timings["tekton"] = time.monotonic() - t0
         self.timings["ready"] = time.monotonic() - t0
+
+    def _start_tekton(self, cluster: LocalCluster) -> None:
+        """Tekton's manifests, then its controller, recorded with the cluster's processes (``down`` stops it)."""
+        assert self._tekton is not None
+        source, binary = self._tekton
+        tekton.install(self.api(cluster), source)
+        log_file = cluster.directory / "logs" / "tekton-controller.log"
+        cluster.processes.append(tekton.start(cluster.name, cluster.kubeconfig_path, log_file, binary))
+
+    def tekton_running(self) -> list[str]:
+        """The clusters whose Tekton controller runs (``multikueue dev demo`` asks before choosing how to play Tekton)."""
+        return [c.name for c in self.clusters if any(p.name.endswith("/tekton-controller") and p.alive() for p in c.processes)]
 
     def down(self) -> None:
         """Stop every process of the set; the data folder stays for inspection."""

@@ -271,16 +271,6 @@ def namespace(request: pytest.FixtureRequest) -> str:
     return name
 
 
-def _controllers(clusters: Clusters, directory: Path, roles: list[str]) -> list[ControllerProcess]:
-    names = ["manager"] + [f"worker{i}" for i in range(1, len(roles))]
-    started: list[ControllerProcess] = []
-    try:
-        for name, role, kubeconfig in zip(names, roles, clusters.kubeconfigs):
-            log = directory / f"{name}-controller.log"
-            started.append(ControllerProcess(name, kubeconfig, role, log, webhooks=role == "manager").start())
-    except BaseException:
-        for ctl in started:
-            ctl.stop()
 @pytest.fixture(scope="module")
 def tekton_workers(e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
     """Tekton Pipelines' controller (real, from the third-party archive) on every e2e worker, Tekton's CRDs everywhere.
@@ -311,6 +301,16 @@ def tekton_workers(e2e_clusters: Clusters, tmp_path_factory: pytest.TempPathFact
             proc.stop()
 
 
+def _controllers(clusters: Clusters, directory: Path, roles: list[str]) -> list[ControllerProcess]:
+    names = ["manager"] + [f"worker{i}" for i in range(1, len(roles))]
+    started: list[ControllerProcess] = []
+    try:
+        for name, role, kubeconfig in zip(names, roles, clusters.kubeconfigs):
+            log = directory / f"{name}-controller.log"
+            started.append(ControllerProcess(name, kubeconfig, role, log, webhooks=role == "manager").start())
+    except BaseException:
+        for ctl in started:
+            ctl.stop()
         raise
     return started
 

@@ -62,6 +62,15 @@ class Adapter(Protocol):
         """
         ...
 
+    def spec_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Merge patch of the worker's copy carrying spec changes made on the manager's object; None when none.
+
+        Most kinds answer None (a copy's spec is fixed at creation). A kind a
+        user acts on through its spec while it runs (a Tekton PipelineRun
+        cancelled by ``spec.status``) answers with the fields to push.
+        """
+        ...
+
 
 class ObjectSource(Protocol):
     """The local objects of one kind, as the integration's watch last saw them."""

@@ -39,7 +39,7 @@ GRANTED = {
 }
 #: The optional role for the adapter catalog's kinds (the dev wiring applies it).
 GRANTED_FRAMEWORKS = {
-    ("tekton.dev", "pipelineruns", ""): {"list", "watch", "create", "delete"},
+    ("tekton.dev", "pipelineruns", ""): {"list", "watch", "create", "delete", "patch"},  # patch: specSync (cancel)
     ("tekton.dev", "taskruns", ""): {"list", "watch", "create", "delete"},
     ("jobset.x-k8s.io", "jobsets", ""): {"list", "watch", "create", "delete"},
     ("ray.io", "rayjobs", ""): {"list", "watch", "create", "delete"},

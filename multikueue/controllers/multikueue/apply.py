@@ -323,6 +323,8 @@ class _Runner:
             # final status would be lost, so wait. Truly gone: nothing left to copy.
             return not final or integration.ref.plural in remote.watched
         adapter = integration.adapter
+        if not final:
+            await self._sync_spec(remote, adapter, remote_job)
         # Off the event loop, as the copy above: CEL and JSONPath on tenant objects (bounded, but not free).
         if final and adapter.tells_finished and not await asyncio.to_thread(adapter.is_finished, remote_job):
             return False  # the job's own final event is still on its way
@@ -335,6 +337,22 @@ class _Runner:
             if await asyncio.to_thread(adapter.is_finished, remote_job):
                 metrics.remote_job_finished(remote_job, remote.name)  # the final status reached the manager's job
         return True
+
+    async def _sync_spec(self, remote: RemoteCluster, adapter: Any, remote_job: Mapping[str, Any]) -> None:
+        """Push the spec changes the adapter carries (a PipelineRun cancelled on the manager) to the worker's copy.
+
+        The other direction of the status copy, for kinds a user acts on
+        through the spec while they run. A refusal by the worker (no ``patch``
+        in the manager's role there) is said on the check like any other.
+        """
+        assert self.owner is not None and remote.kube is not None
+        patch = await asyncio.to_thread(adapter.spec_patch, self.owner, remote_job)
+        if patch is None:
+            return
+        meta = remote_job["metadata"]
+        call = remote.kube.patch(adapter.ref, meta["namespace"], meta["name"], patch)
+        await self._on_worker(remote, dispatch.SyncJobStatus(remote.name), call)
+        log.info("remote job spec synced", workload=f"{meta['namespace']}/{self.wl.name}", cluster=remote.name, patch=patch)
 
     async def _delete_copy(self, remote: RemoteCluster, namespace: str, name: str) -> bool:
         """Drop the copy's ``resource-in-use`` finalizer, then delete it; False when it was gone already.

@@ -41,6 +41,10 @@ class BatchJobAdapter:
     def is_finished(self, remote: Mapping[str, Any]) -> bool:
         return batchjob.is_finished(remote) is not None
 
+    def spec_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
+        """None: a worker Job's spec is fixed once created (suspension is the worker's Kueue's business)."""
+        return None
+
     def status_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
         action = status_sync_action(local, remote)
         if action is StatusSync.RETRY_LATER:

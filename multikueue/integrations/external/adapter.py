@@ -13,6 +13,11 @@ behaves as upstream Kueue's generic MultiKueue adapter:
 - the worker object's status is copied back (``statusSync``, default the
   whole ``$.status``).
 
+With ``specSync`` (an extension) named spec fields also go the other way
+while the copy exists: a value the user sets on the manager's object later
+(Tekton's ``spec.status: Cancelled``) reaches the worker's copy, whose
+framework acts on it, and the outcome comes back through ``statusSync``.
+
 The extension fields add a hold value set on the copy, creation patches,
 finished/succeeded tests and, with ``workload``, what the manager needs to
 build the Workload itself (pod sets, queue name, priority class).
@@ -210,6 +215,41 @@ class GenericAdapter:
             _deep_merge(patch, path.nest(delta, below=_STATUS))
         return {"status": patch} if patch else None
 
+    def spec_patch(self, local: Mapping[str, Any], remote: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Merge patch of the worker copy bringing its ``specSync`` fields to the manager's; None if nothing to do.
+
+        Only values the manager's object holds are pushed: a field absent (or
+        null) there is left as the worker has it, because the copy's own
+        values at those paths are not the user's to undo (the ``hold`` value
+        our worker controller clears, a default the framework filled in). For
+        the same reason the hold value itself is never pushed: a manager's
+        object created held would otherwise hold its copy again after the
+        release. Maps are merged into the copy's, not replaced.
+        """
+        if not self.framework.spec_sync:
+            return None
+        self.check(local)
+        self.check(remote)
+        hold = self.framework.hold
+        patch: dict[str, Any] = {}
+        for path in self.framework.spec_sync:
+            found, wanted = path.lookup(local)
+            if not found or wanted is None:
+                continue
+            if hold is not None and path.steps == hold.path.steps and wanted == hold.value:
+                continue
+            current = path.get(remote)
+            if isinstance(current, Mapping) and isinstance(wanted, Mapping):
+                delta: Any = _without_deletions(merge_patch(current, wanted))
+                if not delta:
+                    continue
+            elif current == wanted:
+                continue
+            else:
+                delta = copy.deepcopy(wanted)
+            _deep_merge(patch, path.nest(delta))
+        return patch or None
+
     # --- extras of the generic adapter --------------------------------------------------------
 
     @property
@@ -334,6 +374,19 @@ def _pod_set(spec: PodSetSpec) -> dict[str, Any]:
     if spec.min_count is not None:
         pod_set["minCount"] = spec.min_count
     return pod_set
+
+
+def _without_deletions(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` without its ``null`` (delete) entries, at every depth; emptied maps dropped."""
+    out: dict[str, Any] = {}
+    for key, value in patch.items():
+        if isinstance(value, Mapping):
+            nested = _without_deletions(value)
+            if nested:
+                out[key] = nested
+        elif value is not None:
+            out[key] = value
+    return out
 
 
 def _deep_merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:

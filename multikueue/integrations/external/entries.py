@@ -12,6 +12,7 @@ documented with examples in ``adapters/README.md``)::
         priorityClass: "$.metadata.labels['kueue.x-k8s.io/priority-class']"   # JSONPath (default)
       creationPatches: ['{"metadata": {"annotations": {"a": "b"}}}']          # CEL -> map, each a merge patch
       statusSync: ["$.status"]                   # JSONPaths under $.status (default: the whole status)
+      specSync: ["$.spec.status"]                # JSONPaths under $.spec copied to the worker copy (default: none)
       finished: 'has(object.status) && ...'      # CEL -> bool
       succeeded: 'object.status...'              # CEL -> bool
       hold: {path: $.spec.status, value: PipelineRunPending}
@@ -72,6 +73,7 @@ BUILT_IN_GVKS: Final = frozenset({"Job.v1.batch"})
 MAX_POD_SETS: Final = 18
 
 _STATUS = compile_path("$.status")
+_SPEC = compile_path("$.spec")
 _KIND = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _VERSION = re.compile(r"^v[1-9][0-9]*(?:(?:alpha|beta)[1-9][0-9]*)?$")
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
@@ -110,6 +112,8 @@ class ExternalFrameworkSpec(_Entry):
     workload: WorkloadSpec | None = None
     creation_patches: list[StrictStr] = Field(default_factory=list)
     status_sync: list[StrictStr] = Field(default_factory=lambda: list(DEFAULT_STATUS_SYNC))
+    #: Fields of the spec that follow the manager's object after the copy exists (e.g. a cancellation).
+    spec_sync: list[StrictStr] = Field(default_factory=list)
     finished: StrictStr | None = None
     succeeded: StrictStr | None = None
     hold: HoldSpec | None = None
@@ -197,6 +201,8 @@ class CompiledFramework:
     finished: CelProgram | None
     succeeded: CelProgram | None
     hold: CompiledHold | None
+    #: ``specSync``: spec fields pushed from the manager's object to the worker copy while it runs.
+    spec_sync: tuple[JsonPath, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -401,6 +407,11 @@ class _Compiler:
         if spec.succeeded is not None and spec.finished is None:
             self._problem("succeeded", "needs `finished` too: `succeeded` is only asked once the object has finished")
         hold = self._hold(managed_by)
+        spec_sync = tuple(
+            path
+            for index, text in enumerate(spec.spec_sync)
+            if (path := self._spec_path(f"specSync[{index}]", text, managed_by)) is not None
+        )
         if self.problems or gvk is None or managed_by is None:
             return None
         return CompiledFramework(
@@ -414,6 +425,7 @@ class _Compiler:
             finished=finished,
             succeeded=succeeded,
             hold=hold,
+            spec_sync=spec_sync,
         )
 
     def _problem(self, where: str, message: str) -> None:
@@ -449,6 +461,18 @@ class _Compiler:
             return None
         if path.has_indices:
             self._problem(where, f"{text!r} has a list index; copy the whole list instead (a merge patch replaces lists)")
+            return None
+        return path
+
+    def _spec_path(self, where: str, text: str, managed_by: JsonPath | None) -> JsonPath | None:
+        path = self._path(where, text, writable=True)
+        if path is None:
+            return None
+        if not path.is_within(_SPEC) or path.steps == _SPEC.steps:
+            self._problem(where, f"{text!r} is not a field under $.spec; only spec fields follow the manager's object")
+            return None
+        if managed_by is not None and (path.is_within(managed_by) or managed_by.is_within(path)):
+            self._problem(where, f"{text!r} holds the managedBy field, which the worker copy must not have")
             return None
         return path
 

@@ -96,10 +96,11 @@ class QuotaNode:
 
     ``usage`` of a leaf is the ClusterQueue's own usage; of a cohort, what
     its children take from it. ``subtree_quota`` is kept current by
-    :func:`refresh_tree`.
+    :func:`refresh_tree`. ``weight`` is the object's ``fairSharing.weight``
+    (1 when unset), read only by :mod:`multikueue.core.fairsharing`.
     """
 
-    __slots__ = ("children", "is_cohort", "name", "parent", "quotas", "subtree_quota", "usage")
+    __slots__ = ("children", "is_cohort", "name", "parent", "quotas", "subtree_quota", "usage", "weight")
 
     def __init__(
         self,
@@ -108,8 +109,10 @@ class QuotaNode:
         is_cohort: bool,
         quotas: Mapping[FlavorResource, ResourceQuota] | None = None,
         usage: Mapping[FlavorResource, Decimal] | None = None,
+        weight: Decimal = Decimal(1),
     ) -> None:
         self.name = name
+        self.weight = weight
         self.is_cohort = is_cohort
         self.quotas: dict[FlavorResource, ResourceQuota] = dict(quotas or {})
         self.parent: QuotaNode | None = None
@@ -219,7 +222,9 @@ def copy_tree(node: QuotaNode) -> QuotaNode:
     copies: dict[int, QuotaNode] = {}
 
     def clone(original: QuotaNode, parent: QuotaNode | None) -> None:
-        twin = QuotaNode(original.name, is_cohort=original.is_cohort, quotas=original.quotas, usage=original.usage)
+        twin = QuotaNode(
+            original.name, is_cohort=original.is_cohort, quotas=original.quotas, usage=original.usage, weight=original.weight
+        )
         twin.subtree_quota = dict(original.subtree_quota)
         twin.parent = parent
         if parent is not None:

@@ -24,6 +24,7 @@ from decimal import Decimal
 
 from multikueue.api.clusterqueue import ClusterQueueSpec
 from multikueue.api.cohort import Cohort
+from multikueue.api.quota import FairSharing
 from multikueue.api.workload import Admission
 from multikueue.core.cache.store import LocalQueueKey, WorkloadKey
 from multikueue.core.quota import (
@@ -85,6 +86,13 @@ def _add_into(target: dict[FlavorResource, Decimal], usage: Mapping[FlavorResour
         target[fr] = target.get(fr, ZERO) + amount * sign
 
 
+def fair_weight(fair_sharing: FairSharing | None) -> Decimal:
+    """A ClusterQueue's or Cohort's ``fairSharing.weight``; 1 when unset (upstream's ``parseFairWeight``)."""
+    if fair_sharing is None:
+        return Decimal(1)
+    return Decimal(fair_sharing.weight)
+
+
 def _leaf_names(node: QuotaNode) -> set[str]:
     return {leaf.name for leaf in leaves(node)}
 
@@ -124,6 +132,7 @@ class QuotaTree:
         else:
             affected |= self.tree_of(name)
         node.quotas = quotas_from_groups(spec.resource_groups)
+        node.weight = fair_weight(spec.fair_sharing)
         old_cohort = node.parent
         node.set_parent(self._cohort_node(spec.cohort_name) if spec.cohort_name else None)
         if old_cohort is not None and old_cohort is not node.parent:
@@ -174,6 +183,7 @@ class QuotaTree:
             cohort = self._cohorts.get(name)
             if cohort is not None:
                 node.quotas = quotas_from_groups(cohort.spec.resource_groups)
+                node.weight = fair_weight(cohort.spec.fair_sharing)
                 if cohort.spec.parent_name:
                     node.set_parent(self._cohort_node(cohort.spec.parent_name))
         return node
@@ -183,6 +193,7 @@ class QuotaTree:
         old_root = root_of(node)
         old_parent = node.parent
         node.quotas = quotas_from_groups(cohort.spec.resource_groups) if cohort else {}
+        node.weight = fair_weight(cohort.spec.fair_sharing if cohort else None)
         parent_name = cohort.spec.parent_name if cohort else None
         parent = self._cohort_node(parent_name) if parent_name else None
         if not node.set_parent(parent):

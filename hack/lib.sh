@@ -7,9 +7,11 @@ LOCK_FILE="${LOCK_FILE:-requirements.lock}"
 
 # ensure_venv: a virtualenv in the cache folder holding exactly the packages of
 # $LOCK_FILE (hash-checked) and this checkout (editable), activated. The
-# install runs only when the lock, pyproject.toml or the Python changed since
-# the last one (their hash is kept in the venv's stamp file): a run with
-# nothing to install neither reaches the index nor prints pip's lines.
+# install runs only when the lock, the packaging sections of pyproject.toml
+# ([project], [build-system], [tool.setuptools]: not pytest's or the linters'
+# settings) or the Python changed since the last one (their hash is kept in
+# the venv's stamp file): a run with nothing to install neither reaches the
+# index nor prints pip's lines.
 ensure_venv() {
   local python="${PYTHON:-python3}"
   if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -24,7 +26,12 @@ ensure_venv() {
   # shellcheck disable=SC1091
   source "$venv/bin/activate"
   local stamp="$venv/.multikueue-install" want
-  want=$({ python -c 'import sys; print(sys.executable, sys.version)'; pwd; cat "$LOCK_FILE" pyproject.toml; } | sha256sum | cut -d' ' -f1)
+  want=$({
+    python -c 'import sys; print(sys.executable, sys.version)'
+    pwd
+    cat "$LOCK_FILE"
+    python -c 'import json, tomllib; d = tomllib.load(open("pyproject.toml", "rb")); print(json.dumps([d.get("project"), d.get("build-system"), d.get("tool", {}).get("setuptools")], sort_keys=True))'
+  } | sha256sum | cut -d' ' -f1)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return 0
   fi

@@ -71,6 +71,12 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     _name(demo)
     demo.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds (default 240)")
     demo.add_argument("--kind", action="store_true", help="on the kind clusters of kind-configs/up.sh (run it first)")
+    demo.add_argument(
+        "--tekton",
+        action="store_true",
+        help="build Tekton's controller if needed (about 10 minutes the first time) and run the PipelineRun under it; "
+        "without this the real one is used only when already built, else the demo plays Tekton",
+    )
     demo.set_defaults(handler=_demo)
 
     kind = sub.add_parser("kind", help="kind clusters with the controllers deployed in them (what kind-configs/up.sh runs)")
@@ -118,7 +124,7 @@ def _demo(args: argparse.Namespace) -> int:
     from multikueue.cli.status import show
     from multikueue.dev.demo import DemoOptions, run_demo
 
-    return run_demo(DemoOptions(name=args.name, timeout=args.timeout, kind=args.kind), show_status=show)
+    return run_demo(DemoOptions(name=args.name, timeout=args.timeout, kind=args.kind, build_tekton=args.tekton), show_status=show)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -129,37 +135,37 @@ def _build(args: argparse.Namespace) -> int:
         print("binaries already built")
     print(f"control plane: {report.binaries.controlplane}")
     print(f"kwok:          {report.binaries.kwok}")
+    if args.tekton:
+        _, binary = tekton.ensure()
+        print(f"tekton:        {binary}")
     return 0
 
 
 def _up(args: argparse.Namespace) -> int:
     options = ClusterSetOptions(
         name=args.name,
-    if args.tekton:
-        _, binary = tekton.ensure()
-        print(f"tekton:        {binary}")
         workers=args.workers,
         full=not args.apiserver_only,
         base_port=args.base_port,
         fake_nodes=args.nodes,
+        tekton=args.tekton,
     )
     clusters = ClusterSet.plan(options)
     started = time.monotonic()
     clusters.up(options)
     print(f"local clusters {args.name!r} are up in {time.monotonic() - started:.1f}s:")
     for row in clusters.status():
-        tekton=args.tekton,
         print(f"  {row['cluster']:<10} {row['server']:<26} kubeconfig: {row['kubeconfig']}")
     print(f"  try: kubectl --kubeconfig {clusters.manager.kubeconfig_path} get multikueueclusters")
+    if args.tekton and clusters.workers:
+        print(f"  Tekton Pipelines {tekton.VERSION} runs on {', '.join(clusters.tekton_running())} "
+              f"(logs: {clusters.directory}/WORKER/logs/tekton-controller.log)")
     print("  stop: multikueue dev clusters down" + ("" if args.name == "dev" else f" --name {args.name}"))
     return 0
 
 
 def _down(args: argparse.Namespace) -> int:
     clusters = ClusterSet.load(args.name)
-    if args.tekton and clusters.workers:
-        print(f"  Tekton Pipelines {tekton.VERSION} runs on {', '.join(clusters.tekton_running())} "
-              f"(logs: {clusters.directory}/WORKER/logs/tekton-controller.log)")
     clusters.down()
     print(f"local clusters {args.name!r} stopped")
     return 0

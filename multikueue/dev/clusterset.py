@@ -182,18 +182,28 @@ class ClusterSet:
             _parallel(lambda c: nodes.wait_default_service_account(self.api(c)), self.clusters)
             _parallel(lambda c: c.wait_workers(), self.clusters)
         if self._tekton is not None and self.workers:
-            _parallel(self._start_tekton, self.workers)
-            self._save()
+            self.start_tekton(self._tekton)
             self.timings["tekton"] = time.monotonic() - t0
         self.timings["ready"] = time.monotonic() - t0
 
-    def _start_tekton(self, cluster: LocalCluster) -> None:
-        """Tekton's manifests, then its controller, recorded with the cluster's processes (``down`` stops it)."""
-        assert self._tekton is not None
-        source, binary = self._tekton
-        tekton.install(self.api(cluster), source)
-        log_file = cluster.directory / "logs" / "tekton-controller.log"
-        cluster.processes.append(tekton.start(cluster.name, cluster.kubeconfig_path, log_file, binary))
+    def start_tekton(self, built: tuple[tekton.Source, Path]) -> None:
+        """Tekton's controller on every worker where it does not run yet; Tekton's CRDs on the manager.
+
+        Each controller is recorded with its cluster's processes, so
+        ``multikueue dev clusters down`` stops it. Also for a set started
+        without ``--tekton`` (the demo adds it once it has been built).
+        """
+        source, binary = built
+        wiring.install_crds(self.api(self.manager), tekton.manifests(source)[0])
+        running = set(self.tekton_running())
+
+        def start(cluster: LocalCluster) -> None:
+            tekton.install(self.api(cluster), source)
+            log_file = cluster.directory / "logs" / "tekton-controller.log"
+            cluster.processes.append(tekton.start(cluster.name, cluster.kubeconfig_path, log_file, binary))
+
+        _parallel(start, [w for w in self.workers if w.name not in running])
+        self._save()
 
     def tekton_running(self) -> list[str]:
         """The clusters whose Tekton controller runs (``multikueue dev demo`` asks before choosing how to play Tekton)."""

@@ -17,9 +17,15 @@ controllers are already deployed (step 2 is skipped; the ConfigMaps keep
 their Configuration and get the catalog entry); the Job's pod runs there
 for real.
 
-No Tekton controller runs here: the demo plays it on the worker, marking the
-worker's copy ``Succeeded`` a few seconds after our worker controller
-released it. Everything else is the real dispatch.
+Tekton: when its controller has been built (``multikueue dev build
+--tekton``, or ``--tekton`` here, which builds it; see
+:mod:`multikueue.dev.tekton`), the real one runs on the workers (started
+there if the running clusters do not have it yet) and turns the released
+PipelineRun into TaskRuns and pods that kwok finishes. Otherwise, and on
+kind, the demo plays Tekton on the worker, marking the worker's copy
+``Succeeded`` a few seconds after our worker controller released it
+(:class:`TektonStandIn`). It says which it used. Everything else is the real
+dispatch.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-from multikueue.dev import kind
+from multikueue.dev import kind, tekton
 from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
@@ -57,9 +63,11 @@ class DemoOptions:
     refresh: float = 3.0
     #: On the kind clusters of kind-configs/up.sh (their controllers already deployed) instead of local ones.
     kind: bool = False
+    #: Build Tekton's controller if it is not built yet (without: the real one only when already built).
+    build_tekton: bool = False
 
 
-def _clusters(options: DemoOptions) -> ClusterSet:
+def _clusters(options: DemoOptions, *, with_tekton: bool) -> ClusterSet:
     try:
         clusters = ClusterSet.load(options.name)
         if clusters.running():
@@ -68,10 +76,25 @@ def _clusters(options: DemoOptions) -> ClusterSet:
     except DevEnvironmentError:
         pass
     print(f"--- starting local clusters {options.name!r}: a manager and two workers")
-    cluster_options = ClusterSetOptions(name=options.name, workers=2, full=True)
+    cluster_options = ClusterSetOptions(name=options.name, workers=2, full=True, tekton=with_tekton)
     clusters = ClusterSet.plan(cluster_options)
     clusters.up(cluster_options)
     return clusters
+
+
+def _built_tekton(options: DemoOptions) -> tuple[tekton.Source, Path] | None:
+    """Tekton's source and controller when built (or when asked to build it); None: play Tekton."""
+    if options.kind:
+        return None  # kind's nodes are real: step pods would need Tekton's images, which are not here
+    try:
+        source = tekton.ensure_source()
+        if options.build_tekton or tekton.binary_path(source).is_file():
+            return source, tekton.ensure_binary(source)
+    except DevEnvironmentError as exc:
+        if options.build_tekton:
+            raise
+        print(f"--- (Tekton's controller not usable: {str(exc).splitlines()[0]})")
+    return None
 
 
 def _pipelinerun_crd() -> list[dict[str, Any]]:
@@ -119,14 +142,54 @@ def _queues(apis: list[client.ApiClient], ns: str) -> None:
 def _submit(manager: client.ApiClient, ns: str) -> None:
     job = o.batch_job(ns, "hello", "user-queue", {"cpu": "1"}, managed_by=MANAGED_BY, run_for="5s")
     client.BatchV1Api(manager).create_namespaced_job(ns, job)
-    run = {
+    client.CustomObjectsApi(manager).create_namespaced_custom_object(*PR[:2], ns, PR[2], pipeline_run(ns, "build"))
+    print(f"--- submitted Job {ns}/hello and PipelineRun {ns}/build to the manager")
+
+
+def pipeline_run(ns: str, name: str) -> dict[str, Any]:
+    """A PipelineRun as Tekton's docs write one (inline spec, two tasks, a param, a result), for MultiKueue.
+
+    The ``multikueue.x-k8s.io/*`` annotations of a task reach its pod and tell
+    kwok's stage what the step would have done (the scripts never run):
+    how long it runs and the result it writes.
+    """
+    step = {"name": "main", "image": "ubuntu"}
+    return {
         "apiVersion": "tekton.dev/v1",
         "kind": "PipelineRun",
-        "metadata": {"name": "build", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
-        "spec": {"managedBy": MANAGED_BY, "pipelineRef": {"name": "build-and-test"}},
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {
+            "managedBy": MANAGED_BY,
+            "params": [{"name": "revision", "value": "main"}],
+            "pipelineSpec": {
+                "params": [{"name": "revision", "type": "string"}],
+                "results": [{"name": "image", "value": "$(tasks.build.results.image)"}],
+                "tasks": [
+                    {
+                        "name": "build",
+                        "params": [{"name": "revision", "value": "$(params.revision)"}],
+                        "taskSpec": {
+                            "metadata": {"annotations": {"multikueue.x-k8s.io/run-for": "3s",
+                                                         "multikueue.x-k8s.io/results": '{"image": "example.com/app@sha256:0123"}'}},
+                            "params": [{"name": "revision", "type": "string"}],
+                            "results": [{"name": "image"}],
+                            "steps": [{**step, "script": "echo build $(params.revision) > $(results.image.path)"}],
+                        },
+                    },
+                    {
+                        "name": "test",
+                        "runAfter": ["build"],
+                        "params": [{"name": "image", "value": "$(tasks.build.results.image)"}],
+                        "taskSpec": {
+                            "metadata": {"annotations": {"multikueue.x-k8s.io/run-for": "2s"}},
+                            "params": [{"name": "image", "type": "string"}],
+                            "steps": [{**step, "script": "echo test $(params.image)"}],
+                        },
+                    },
+                ],
+            },
+        },
     }
-    client.CustomObjectsApi(manager).create_namespaced_custom_object(*PR[:2], ns, PR[2], run)
-    print(f"--- submitted Job {ns}/hello and PipelineRun {ns}/build to the manager")
 
 
 class TektonStandIn:
@@ -153,6 +216,21 @@ class TektonStandIn:
                     print(f"--- (playing Tekton on worker{index + 1}: PipelineRun {self.ns}/{name} Succeeded)")
 
 
+def _show_pipelinerun(manager: client.ApiClient, ns: str, *, real: bool) -> None:
+    """What the manager's PipelineRun says now, and who ran it."""
+    run = client.CustomObjectsApi(manager).get_namespaced_custom_object(*PR[:2], ns, PR[2], "build")
+    status = run.get("status") or {}
+    condition = o.condition(run, "Succeeded") or {}
+    print(f"--- PipelineRun {ns}/build on the manager: Succeeded={condition.get('status')} ({condition.get('reason')}: "
+          f"{condition.get('message')})")
+    if real:
+        children = ", ".join(f"{c['pipelineTaskName']}={c['name']}" for c in status.get("childReferences") or [])
+        results = ", ".join(f"{r['name']}={r['value']}" for r in status.get("results") or [])
+        print(f"    run by the real Tekton controller on the worker: TaskRuns {children}; results {results}")
+    else:
+        print("    (Tekton was played by the demo: no TaskRuns were made)")
+
+
 def _finished(manager: client.ApiClient, ns: str) -> bool:
     workloads = o.Kueue(manager).list("Workload", ns)
     return len(workloads) == 2 and all(o.is_true(w, "Finished") for w in workloads)
@@ -168,15 +246,23 @@ def _kind_apis() -> list[client.ApiClient]:
 
 def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> int:
     """Run the demo; ``show_status(manager kubeconfig, namespace)`` prints the status table (the CLI's)."""
+    built = _built_tekton(options)
     if options.kind:
         apis = _kind_apis()
         manager_kubeconfig = str(kind.kubeconfig_path("manager"))
     else:
-        clusters = _clusters(options)
+        clusters = _clusters(options, with_tekton=built is not None)
         apis = [clusters.api(c) for c in clusters.clusters]
         manager_kubeconfig = str(clusters.manager.kubeconfig_path)
-    for api in apis:
-        wiring.install_crds(api, _pipelinerun_crd())
+    if built is not None:
+        clusters.start_tekton(built)  # a no-op where it runs already
+        print(f"--- Tekton: the real controller (Tekton Pipelines {tekton.VERSION}, {built[1].name}) runs on "
+              f"{', '.join(clusters.tekton_running())}; its TaskRuns' pods run on kwok nodes")
+    else:
+        for api in apis:
+            wiring.install_crds(api, _pipelinerun_crd())
+        print("--- Tekton: not built here, so the demo plays it on the workers (marks a released PipelineRun Succeeded "
+              f"after {PIPELINE_SECONDS:.0f}s); build the real one with `multikueue dev build --tekton` or `./hack/demo.sh --tekton`")
     _configure(apis, installed=options.kind)
     controllers: list[ControllerProcess] = []
     ns = f"demo-{uuid.uuid4().hex[:4]}"
@@ -192,11 +278,12 @@ def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> in
             print(f"--- controllers running (logs in {logs})")
         _queues(apis, ns)
         _submit(apis[0], ns)
-        tekton = TektonStandIn(apis[1:], ns)
+        stand_in = TektonStandIn(apis[1:], ns) if built is None else None
         deadline = time.monotonic() + options.timeout
         last = 0.0
         while time.monotonic() < deadline:
-            tekton.step()
+            if stand_in is not None:
+                stand_in.step()
             done = _finished(apis[0], ns)
             if done or time.monotonic() - last >= options.refresh:
                 last = time.monotonic()
@@ -204,6 +291,7 @@ def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> in
                 show_status(manager_kubeconfig, ns)
             if done:
                 print("\n--- both finished on the workers; the manager's Job and PipelineRun carry their final status")
+                _show_pipelinerun(apis[0], ns, real=built is not None)
                 return 0
             time.sleep(0.5)
         print(f"--- not finished after {options.timeout:.0f}s; see the controller logs in {logs}")

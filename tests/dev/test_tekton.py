@@ -133,3 +133,26 @@ def test_clusters_up_takes_tekton() -> None:
     assert args.tekton is True
     assert parser.parse_args(["dev", "clusters", "up"]).tekton is False
     assert parser.parse_args(["dev", "build", "--tekton"]).tekton is True
+
+
+def test_the_demo_uses_the_real_tekton_only_when_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from multikueue.dev import demo
+
+    assert demo._built_tekton(demo.DemoOptions(kind=True)) is None  # kind's nodes would need Tekton's images
+    monkeypatch.setattr(tekton, "binary_path", lambda source: tmp_path / "not-built")
+    assert demo._built_tekton(demo.DemoOptions()) is None
+    built = tmp_path / "tekton-controller"
+    built.write_text("")
+    monkeypatch.setattr(tekton, "binary_path", lambda source: built)
+    found = demo._built_tekton(demo.DemoOptions())
+    assert found is not None and found[1] == built
+
+
+def test_the_demo_pipelinerun_is_docs_shaped_and_for_multikueue() -> None:
+    from multikueue.dev import demo
+
+    run = demo.pipeline_run("ns", "build")
+    assert run["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    spec = run["spec"]["pipelineSpec"]
+    assert [t["name"] for t in spec["tasks"]] == ["build", "test"] and spec["results"]
+    assert all("script" in step for t in spec["tasks"] for step in t["taskSpec"]["steps"]), "no image entrypoint lookups"

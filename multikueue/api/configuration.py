@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 import yaml
@@ -121,6 +122,41 @@ class MultiKueueSettings(_Section):
         return parse_duration(value) if isinstance(value, (str, int, float)) else value
 
 
+class PreemptionStrategy(StrEnum):
+    """How fair-sharing preemption judges a victim (upstream's ``fairSharing.preemptionStrategies`` values)."""
+
+    #: Rule S2-a: the preemptor's share with its workload is at most the target's share without the victim.
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    #: Rule S2-b: the preemptor's share with its workload is below the target's share before any preemption.
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+#: What v1beta1's ``enable: true`` without strategies means (upstream's conversion and ``parseStrategies``).
+DEFAULT_PREEMPTION_STRATEGIES = (
+    PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    PreemptionStrategy.LESS_THAN_INITIAL_SHARE,
+)
+#: Upstream's ``validStrategySets``: the only lists its validation accepts.
+VALID_PREEMPTION_STRATEGY_SETS = (
+    (PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),
+    (PreemptionStrategy.LESS_THAN_INITIAL_SHARE,),
+    DEFAULT_PREEMPTION_STRATEGIES,
+)
+
+
+class FairSharingSettings(_Section):
+    """``fairSharing``: fair sharing across every cohort (upstream's ``FairSharing``).
+
+    In ``config.kueue.x-k8s.io/v1beta2`` the section being present enables
+    it and ``preemptionStrategies`` is required; ``v1beta1`` has ``enable``
+    (default false) and defaults the strategies to both. ``enable: false``
+    disables it in either version.
+    """
+
+    enable: bool | None = None
+    preemption_strategies: list[str] = Field(default_factory=list)
+
+
 class Integrations(_Section):
     frameworks: list[str] = Field(default_factory=lambda: ["batch/job"])
 
@@ -137,6 +173,40 @@ class Configuration(_Section):
     managed_jobs_namespace_selector: LabelSelector | None = None
     integrations: Integrations = Field(default_factory=Integrations)
     multi_kueue: MultiKueueSettings = Field(default_factory=MultiKueueSettings)
+    fair_sharing: FairSharingSettings | None = None
+
+    def fair_sharing_problem(self) -> str | None:
+        """Upstream's ``validateFairSharing`` (after its v1beta1 conversion): one of the valid strategy lists."""
+        section = self.fair_sharing
+        if section is None or not self.fair_sharing_enabled:
+            return None
+        strategies = section.preemption_strategies
+        if not strategies:
+            if self.api_version == CONFIG_API_VERSIONS[1]:
+                return None  # v1beta1: both, by default
+            return "fairSharing.preemptionStrategies: Required value: must be specified"
+        if tuple(strategies) not in VALID_PREEMPTION_STRATEGY_SETS:
+            supported = ", ".join('"' + ",".join(s) + '"' for s in VALID_PREEMPTION_STRATEGY_SETS)
+            return f"fairSharing.preemptionStrategies: Unsupported value: {strategies!r}: supported values: {supported}"
+        return None
+
+    @property
+    def fair_sharing_enabled(self) -> bool:
+        """Whether fair sharing is on (see :class:`FairSharingSettings` for the two versions)."""
+        section = self.fair_sharing
+        if section is None:
+            return False
+        if self.api_version == CONFIG_API_VERSIONS[1]:
+            return section.enable is True
+        return section.enable is not False
+
+    @property
+    def fair_sharing_strategies(self) -> tuple[PreemptionStrategy, ...]:
+        """The preemption strategies when fair sharing is on (upstream's default when none are given)."""
+        section = self.fair_sharing
+        if section is None or not section.preemption_strategies:
+            return DEFAULT_PREEMPTION_STRATEGIES
+        return tuple(PreemptionStrategy(s) for s in section.preemption_strategies)
 
     def unused_sections(self) -> list[str]:
         """Settings present in the document that this controller does not act on (yet)."""
@@ -144,6 +214,7 @@ class Configuration(_Section):
             self.unknown_fields("")
             + self.integrations.unknown_fields(".integrations")
             + self.multi_kueue.unknown_fields(".multiKueue")
+            + (self.fair_sharing.unknown_fields(".fairSharing") if self.fair_sharing else [])
         )
         if self.manage_jobs_without_queue_name:
             unused.append(".manageJobsWithoutQueueName")
@@ -187,4 +258,7 @@ def load_configuration(text: str | None) -> LoadedConfiguration:
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigurationError(f"{CONFIG_KEY}: {problems}") from None
+    problem = config.fair_sharing_problem()
+    if problem is not None:
+        raise ConfigurationError(f"{CONFIG_KEY}: {problem}")
     return LoadedConfiguration(config, config.unused_sections())

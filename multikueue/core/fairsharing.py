@@ -35,11 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
+from multikueue.api.configuration import DEFAULT_PREEMPTION_STRATEGIES, PreemptionStrategy
 from multikueue.core.quota import ZERO, FlavorResource, QuotaNode, potential_available, root_of
 
 __all__ = [
     "DEFAULT_WEIGHT",
     "DRS",
+    "FairSharing",
     "MAX_INT64",
     "NEGATIVE_DRS",
     "compare_drs",
@@ -52,6 +54,14 @@ DEFAULT_WEIGHT = Decimal(1)
 MAX_INT64 = 2**63 - 1
 _PER_MILLE = Decimal(1000)
 _INFINITY = Decimal("Infinity")
+
+
+@dataclass(frozen=True)
+class FairSharing:
+    """The Configuration's ``fairSharing``, as the scheduler takes it: present means enabled."""
+
+    #: Tried in order until the preemptor fits (``parseStrategies``); upstream's default is both.
+    preemption_strategies: tuple[PreemptionStrategy, ...] = DEFAULT_PREEMPTION_STRATEGIES
 
 
 @dataclass(frozen=True)

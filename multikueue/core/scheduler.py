@@ -19,7 +19,8 @@ for the I/O layer to write:
 - when ``next_cycle_at`` is set, run a cycle then even if no event arrives
   (a Workload's requeue backoff ends).
 
-How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
+How a cycle decides (upstream Kueue's ``pkg/scheduler``; classical preemption
+unless fair sharing is on, see the end):
 
 1. Only queues whose inputs changed since the last cycle are looked at
    (see the cache's dirty tracking).
@@ -71,11 +72,22 @@ How a cycle decides (upstream Kueue's ``pkg/scheduler``, classical preemption):
    a cycle-local overlay on the cache's quota tree, taken back when the
    cycle ends (also on error): after :func:`schedule` the tree holds only
    the usage of real Workloads and of this cycle's assumptions.
+
+With fair sharing (``schedule(..., fair_sharing=FairSharing(...))``, the
+Configuration's ``fairSharing``), step 3's order within a round is
+upstream's ``fairSharingIterator`` instead: the entries of one quota tree
+are taken one at a time, each chosen by a tournament over the cohort tree
+in which every cohort prefers, among its children's nominees, the one whose
+child (with the nominee admitted) does not borrow in the pairs the nominee
+requests, then has the lowest dominant resource share
+(:mod:`multikueue.core.fairsharing`), then the higher priority, then the
+older. The shares are computed again for every pick, so they include what
+the round admitted or held so far.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -91,6 +103,7 @@ from multikueue.api.constants import Labels, WorkloadConditionType, WorkloadReas
 from multikueue.api.meta import find_condition
 from multikueue.api.workload import Admission
 from multikueue.core import messages
+from multikueue.core.fairsharing import DRS, FairSharing, compare_drs, dominant_resource_share
 from multikueue.core.cache import Cache, ClusterQueueState, PendingWorkload, QuotaHolder, WorkloadKey
 from multikueue.core.flavors import FlavorAssignment, PodSetRequest, assign_flavors
 from multikueue.core.matching import selector_matches
@@ -103,7 +116,7 @@ from multikueue.core.preemption import (
     satisfies_policy,
 )
 from multikueue.core.partial import can_be_partially_admitted, reduce_counts
-from multikueue.core.quota import ZERO, FlavorResource, QuotaNode, add_usage, remove_usage
+from multikueue.core.quota import ZERO, FlavorResource, QuotaNode, add_usage, remove_usage, root_of
 
 __all__ = ["AdmissionDecision", "CycleResult", "PendingUpdate", "PreemptionDecision", "schedule"]
 
@@ -260,6 +273,8 @@ class _Cycle:
     cache: Cache
     result: CycleResult
     now: datetime
+    #: The Configuration's ``fairSharing``; ``None``: classical ordering and preemption.
+    fair_sharing: FairSharing | None = None
     usage: _CycleUsage = field(default_factory=_CycleUsage)
     #: Per quota tree (:meth:`Cache.cohort_root`), the Workloads holding quota there at the first look
     #: (the cycle only adds assumptions, which are never victims).
@@ -287,8 +302,12 @@ class _Cycle:
         return own
 
 
-def schedule(cache: Cache, now: datetime) -> CycleResult:
-    """Run one scheduling cycle over the queues that changed since the last one (see the module docstring)."""
+def schedule(cache: Cache, now: datetime, fair_sharing: FairSharing | None = None) -> CycleResult:
+    """Run one scheduling cycle over the queues that changed since the last one (see the module docstring).
+
+    ``fair_sharing`` (the Configuration's ``fairSharing``, when set) switches
+    the entry order and preemption to upstream's fair sharing.
+    """
     result = CycleResult()
     dirty = cache.take_dirty(now)
     cluster_queues = set(dirty.cluster_queues)
@@ -320,7 +339,7 @@ def schedule(cache: Cache, now: datetime) -> CycleResult:
             candidates.sort(key=lambda w: w.order)
             cursors.append(_Cursor(state, candidates))
 
-    cycle = _Cycle(cache, result, now)
+    cycle = _Cycle(cache, result, now, fair_sharing)
     try:
         while cursors:
             cursors = _run_round(cycle, cursors)
@@ -521,6 +540,100 @@ def _order_key(entry: _Entry) -> tuple[bool, tuple[int, datetime, str, str]]:
     return (entry.borrows, entry.workload.order)
 
 
+def _fair_sharing_order(entries: list[_Entry]) -> Iterator[_Entry]:
+    """The round's entries in upstream's fair-sharing order (``fairSharingIterator``), one at a time.
+
+    Lazy on purpose: each entry is chosen after the previous one was
+    processed, so the shares it is chosen by include the quota just
+    assumed or held (upstream adds each admission to its cycle snapshot
+    before popping the next entry). An entry whose ClusterQueue has no
+    cohort comes out as it is (in classical order here; upstream's order
+    between trees is a map's); otherwise a tournament over its quota tree
+    picks the next one (:func:`_tournament`). ``entries`` is in classical
+    order, which only decides between trees.
+    """
+    remaining = list(entries)
+    while remaining:
+        node = remaining[0].cursor.state.node
+        if node.parent is None:
+            yield remaining.pop(0)
+            continue
+        root = root_of(node)
+        in_tree = {id(e.cursor.state.node): e for e in remaining if root_of(e.cursor.state.node) is root}
+        winner = _tournament(root, in_tree, _shares(in_tree))
+        remaining.remove(winner)
+        yield winner
+
+
+#: Per (cohort, entry): the DRS, with the entry admitted, of the cohort's child on the entry's path.
+_Shares = dict[tuple[int, int], DRS]
+
+
+def _shares(in_tree: Mapping[int, _Entry]) -> _Shares:
+    """Upstream's ``computeDRS``: each entry's usage added to its ClusterQueue, the shares up to the root.
+
+    The value stored for a cohort is the share of its child on the path
+    from the entry's ClusterQueue (the queue itself or a lower cohort), so
+    that a tournament compares the cohort's children with each child's
+    nominee admitted. The simulated usage is taken back before returning.
+    """
+    shares: _Shares = {}
+    for entry in in_tree.values():
+        node = entry.cursor.state.node
+        simulated = _CycleUsage()
+        simulated.add(node, entry.assignment.usage)
+        try:
+            share = dominant_resource_share(node)
+            child, ancestor = node, node.parent
+            while ancestor is not None:
+                shares[(id(ancestor), id(entry))] = share
+                child, ancestor = ancestor, ancestor.parent
+                share = dominant_resource_share(child)
+        finally:
+            simulated.undo()
+    return shares
+
+
+def _tournament(cohort: QuotaNode, in_tree: Mapping[int, _Entry], shares: _Shares) -> _Entry | None:
+    """Upstream's ``runTournament``: each cohort nominates the best of its children's nominees, up to the root."""
+    candidates = [
+        nominee
+        for child in cohort.children
+        if child.is_cohort and (nominee := _tournament(child, in_tree, shares)) is not None
+    ]
+    candidates += [in_tree[id(child)] for child in cohort.children if not child.is_cohort and id(child) in in_tree]
+    if not candidates:
+        return None
+    best = candidates[0]
+    for current in candidates[1:]:
+        if _fairer(current, best, cohort, shares):
+            best = current
+    return best
+
+
+def _fairer(a: _Entry, b: _Entry, cohort: QuotaNode, shares: _Shares) -> bool:
+    """Upstream's ``entryComparer.less`` at ``cohort`` (v0.19 default feature gates).
+
+    1. not borrowing in the requested pairs first (``FairSharingPrioritizeNonBorrowing``, beta, on):
+       the child on the entry's path, with the entry admitted, borrows from
+       ``cohort`` in none of the (flavor, resource) pairs the entry uses;
+    2. lower share (:func:`~multikueue.core.fairsharing.compare_drs`);
+    3. higher priority (``PrioritySortingWithinCohort``, on);
+    4. earlier queue order timestamp (creation), then names (ours, for a deterministic order).
+
+    ``PrioritizePreemptorWorkloads`` (alpha, off) is not followed.
+    """
+    a_share, b_share = shares[(id(cohort), id(a))], shares[(id(cohort), id(b))]
+    a_borrows = a_share.borrowing_on(a.assignment.usage)
+    b_borrows = b_share.borrowing_on(b.assignment.usage)
+    if a_borrows != b_borrows:
+        return not a_borrows
+    compared = compare_drs(a_share, b_share)
+    if compared:
+        return compared < 0
+    return a.workload.order < b.workload.order
+
+
 def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     """Take the next candidate of every queue, admit those that fit; return the queues that go on."""
     cache, result = cycle.cache, cycle.result
@@ -545,13 +658,13 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         entry = _Entry(cursor, workload, _assign(cycle, cursor.state, workload))
         if entry.assignment.fits:
             entry.borrows = entry.assignment.borrows
-        elif entry.assignment.preemptible:
+        elif entry.assignment.preemptible and cycle.fair_sharing is None:
             entry.borrows = _borrows_after_preemption(cycle, cursor.state, entry)
         entries.append(entry)
 
     entries.sort(key=_order_key)
     touched_trees: set[str] = set()
-    for entry in entries:
+    for entry in entries if cycle.fair_sharing is None else _fair_sharing_order(entries):
         state = entry.cursor.state
         tree = cache.cohort_root(state.name)
         assignment = entry.assignment

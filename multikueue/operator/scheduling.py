@@ -28,9 +28,11 @@ import structlog
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from multikueue.api.configuration import Configuration
 from multikueue.api.meta import utcnow
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
+from multikueue.core.fairsharing import FairSharing
 from multikueue.core.scheduler import AdmissionDecision, PendingUpdate, PreemptionDecision, schedule
 from multikueue.runtime import metrics
 from multikueue.runtime.leaderelection import Stopped
@@ -52,9 +54,24 @@ QUEUE_STATUS_SECONDS = 0.5
 
 
 
+def fair_sharing_of(config: Configuration) -> FairSharing | None:
+    """What the scheduler takes of the Configuration's ``fairSharing``: ``None`` when it is off."""
+    if not config.fair_sharing_enabled:
+        return None
+    return FairSharing(config.fair_sharing_strategies)
+
+
 class SchedulingLoop:
-    def __init__(self, cache: Cache, writer: WorkloadWriter, queue_status: QueueStatusWriter) -> None:
+    def __init__(
+        self,
+        cache: Cache,
+        writer: WorkloadWriter,
+        queue_status: QueueStatusWriter,
+        fair_sharing: FairSharing | None = None,
+    ) -> None:
         self.cache = cache
+        #: The Configuration's ``fairSharing`` when enabled (read at start, as the other settings).
+        self.fair_sharing = fair_sharing
         self.writer = writer
         self.queue_status = queue_status
         self.cycles = 0
@@ -174,7 +191,7 @@ class SchedulingLoop:
                 await asyncio.sleep(CYCLE_COALESCE_SECONDS)
                 self._wake.clear()
                 with metrics.SCHEDULING_CYCLE.time():
-                    result = schedule(self.cache, utcnow())
+                    result = schedule(self.cache, utcnow(), self.fair_sharing)
                 next_cycle_at = result.next_cycle_at
                 self.cycles += 1
                 for decision in result.admitted:

@@ -59,7 +59,7 @@ from multikueue.integrations.external.reconciler import ExternalReconciler
 from multikueue.integrations.external.reload import FrameworkLoader
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.operator.feeds import register_feeds
-from multikueue.operator.scheduling import SchedulingLoop
+from multikueue.operator.scheduling import SchedulingLoop, fair_sharing_of
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.leaderelection import Stopped
@@ -423,7 +423,7 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
         events=events,
         writer=writer,
         integrations=integrations,
-        scheduling=SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache)),
+        scheduling=SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache), fair_sharing_of(settings.config)),
         lifecycle=LifecycleController(cache, writer, listeners),
         jobs=jobs,
         external=external,

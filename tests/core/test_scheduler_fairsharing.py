@@ -1,0 +1,372 @@
+"""Scheduling cycles with fair sharing: entry order by dominant resource share, fair-sharing preemption.
+
+Each test names the case of upstream Kueue's ``pkg/scheduler/scheduler_fs_test.go``
+(``TestScheduleForFairSharing``, v0.19.2) or ``scheduler_test.go``
+(``TestEntryComparerLess``) it mirrors. Upstream's cycle takes one head per
+ClusterQueue; where our cycle goes on with the next Workloads of a queue in
+later rounds of the same cycle, the test says what differs.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.cohort import Cohort
+from multikueue.api.localqueue import LocalQueue
+from multikueue.api.resourceflavor import ResourceFlavor
+from multikueue.api.workload import Workload
+from multikueue.core import Cache, CycleResult, schedule
+from multikueue.core.fairsharing import FairSharing
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+FS = FairSharing()
+NS = "eng-alpha"
+
+
+# --- builders ------------------------------------------------------------------------------------
+
+
+def _groups(quotas: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    covered = sorted({r for resources in quotas.values() for r in resources})
+    flavors = []
+    for flavor, resources in quotas.items():
+        entries = []
+        for resource, quota in resources.items():
+            entry: dict[str, Any] = {"name": resource}
+            entry.update(quota if isinstance(quota, dict) else {"nominalQuota": str(quota)})
+            entries.append(entry)
+        flavors.append({"name": flavor, "resources": entries})
+    return [{"coveredResources": covered, "flavors": flavors}]
+
+
+def cluster_queue(
+    name: str,
+    cohort: str | None,
+    quotas: dict[str, dict[str, Any]],
+    *,
+    weight: str | None = None,
+    preemption: dict[str, Any] | None = None,
+) -> ClusterQueue:
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": _groups(quotas)}
+    if cohort:
+        spec["cohortName"] = cohort
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    if preemption:
+        spec["preemption"] = preemption
+    return ClusterQueue.from_k8s({"metadata": {"name": name}, "spec": spec})
+
+
+def cohort(name: str, parent: str | None = None, quotas: dict[str, dict[str, Any]] | None = None, weight: str | None = None) -> Cohort:
+    spec: dict[str, Any] = {}
+    if parent:
+        spec["parentName"] = parent
+    if quotas:
+        spec["resourceGroups"] = _groups(quotas)
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return Cohort.from_k8s({"metadata": {"name": name}, "spec": spec})
+
+
+def setup(queues: list[ClusterQueue], cohorts: list[Cohort] = (), flavors: tuple[str, ...] = ("on-demand",)) -> Cache:  # type: ignore[assignment]
+    """A cache with the flavors, cohorts and ClusterQueues, and a LocalQueue ``lq-<cq>`` for each queue."""
+    cache = Cache()
+    cache.upsert_namespace(NS, {"kubernetes.io/metadata.name": NS})
+    for name in flavors:
+        cache.upsert_flavor(ResourceFlavor.from_k8s({"metadata": {"name": name}, "spec": {}}))
+    for c in cohorts:
+        cache.upsert_cohort(c)
+    for cq in queues:
+        cache.upsert_cluster_queue(cq)
+        cache.upsert_local_queue(
+            LocalQueue.from_k8s({"metadata": {"name": f"lq-{cq.name}", "namespace": NS}, "spec": {"clusterQueue": cq.name}})
+        )
+    return cache
+
+
+def _condition(type_: str, reason: str, at: datetime = NOW) -> dict[str, Any]:
+    return {"type": type_, "status": "True", "reason": reason, "message": "", "lastTransitionTime": at.isoformat()}
+
+
+def workload(
+    name: str,
+    cq: str,
+    cpu: str,
+    *,
+    priority: int | None = None,
+    age: int = 0,
+    admitted_in: str | None = None,
+    admitted_at: datetime = NOW,
+    resource: str = "cpu",
+) -> Workload:
+    """A one-pod Workload of LocalQueue ``lq-<cq>``; ``admitted_in`` (a flavor) makes it hold its request there."""
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "creationTimestamp": (NOW - timedelta(seconds=age)).isoformat(),
+        },
+        "spec": {
+            "queueName": f"lq-{cq}",
+            "podSets": [
+                {
+                    "name": "one",
+                    "count": 1,
+                    "template": {
+                        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {resource: cpu}}}]}
+                    },
+                }
+            ],
+        },
+    }
+    if priority is not None:
+        body["spec"]["priority"] = priority
+    if admitted_in is not None:
+        body["status"] = {
+            "admission": {
+                "clusterQueue": cq,
+                "podSetAssignments": [
+                    {"name": "one", "flavors": {resource: admitted_in}, "resourceUsage": {resource: cpu}, "count": 1}
+                ],
+            },
+            "conditions": [_condition("QuotaReserved", "QuotaReserved", admitted_at), _condition("Admitted", "Admitted", admitted_at)],
+        }
+    return Workload.from_k8s(body)
+
+
+def add(cache: Cache, *workloads: Workload) -> None:
+    for wl in workloads:
+        cache.upsert_workload(wl)
+
+
+def admitted(result: CycleResult) -> list[tuple[str, str, dict[str, str]]]:
+    """(name, ClusterQueue, resource -> flavor) of each admission, in decision order."""
+    return [
+        (d.key[1], d.cluster_queue, dict(d.admission.pod_set_assignments[0].flavors or {})) for d in result.admitted
+    ]
+
+
+def admitted_names(result: CycleResult) -> list[str]:
+    return [d.key[1] for d in result.admitted]
+
+
+# --- ordering ------------------------------------------------------------------------------------
+
+
+def lowest_drf_after_admission() -> Cache:
+    cache = setup(
+        [cluster_queue("b", "A", {"on-demand": {"cpu": 0}}), cluster_queue("c", "A", {"on-demand": {"cpu": 0}})],
+        [cohort("A", quotas={"on-demand": {"cpu": 100}})],
+    )
+    add(
+        cache,
+        workload("b0", "b", "10", admitted_in="on-demand"),
+        workload("b1", "b", "50"),
+        workload("c1", "c", "75", age=10),  # older: the classical order would take it first
+    )
+    return cache
+
+
+def test_schedule_workload_with_lowest_drf_after_admission() -> None:
+    """"fair sharing schedule workload with lowest drf after admission": b0+b1 = 60 < c1 = 75, so b1 goes first."""
+    cache = lowest_drf_after_admission()
+    result = schedule(cache, NOW, FS)
+    assert admitted_names(result) == ["b1"]
+    assert "c1" in {u.key[1] for u in result.pending}
+
+
+def test_without_fair_sharing_the_older_entry_goes_first() -> None:
+    """The same queues without fair sharing: both borrow, equal priority, the older c1 wins (classical order)."""
+    result = schedule(lowest_drf_after_admission(), NOW)
+    assert admitted_names(result) == ["c1"]
+
+
+def test_hierarchical_fair_sharing_schedule_workload_which_wins_tournament() -> None:
+    """"hierarchical fair sharing schedule workload which wins tournament".
+
+    A(200) has cohorts B (d: 10 used, e: 20 used) and C (g: 100 used). At B,
+    d with d1 (80) beats e with e1 (81); at C, f with f1 (1) beats g with g1
+    (101); at A, B with d1 (100) beats C with f1 (101). d1 fills A; the others
+    no longer fit.
+    """
+    zero = {"on-demand": {"cpu": 0}}
+    cache = setup(
+        [cluster_queue("d", "B", zero), cluster_queue("e", "B", zero), cluster_queue("f", "C", zero), cluster_queue("g", "C", zero)],
+        [cohort("A", quotas={"on-demand": {"cpu": 200}}), cohort("B", parent="A"), cohort("C", parent="A")],
+    )
+    add(
+        cache,
+        workload("d0", "d", "10", admitted_in="on-demand"),
+        workload("e0", "e", "20", admitted_in="on-demand"),
+        workload("g0", "g", "100", admitted_in="on-demand"),
+        workload("d1", "d", "70"),
+        workload("e1", "e", "61", age=10),  # older: the classical order would take e1, f1 and g1, not d1
+        workload("f1", "f", "1", age=10),
+        workload("g1", "g", "1", age=10),
+    )
+    result = schedule(cache, NOW, FS)
+    assert admitted(result) == [("d1", "d", {"cpu": "on-demand"})]
+    assert {u.key[1] for u in result.pending} == {"e1", "f1", "g1"}
+
+
+@pytest.mark.parametrize("weight", ["0", "123456789"])
+def test_two_queues_with_weight_0_or_high_schedule_the_workload_which_borrows_less(weight: str) -> None:
+    """"fair sharing two queues with weight 0 schedules workload which borrows less" and "... with high weight ...".
+
+    b already borrows 4 of A's 8; c1 (c would borrow 4) beats the higher-priority
+    b1 (b would borrow 8). With weight 0 both shares are infinite and compare
+    by their unweighted share.
+    """
+    policy = {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
+    cache = setup(
+        [
+            cluster_queue("b", "A", {"on-demand": {"cpu": 0}}, weight=weight, preemption=policy),
+            cluster_queue("c", "A", {"on-demand": {"cpu": 0}}, weight=weight, preemption=policy),
+        ],
+        [cohort("A", quotas={"on-demand": {"cpu": 8}})],
+    )
+    add(
+        cache,
+        workload("b0", "b", "4", admitted_in="on-demand"),
+        workload("b1", "b", "4", priority=9001),
+        workload("c1", "c", "4", priority=0),
+    )
+    result = schedule(cache, NOW, FS)
+    assert admitted_names(result) == ["c1"]
+    assert result.preempted == []
+    assert "b1" in {u.key[1] for u in result.pending}
+
+
+def equal_shares() -> Cache:
+    return setup(
+        [cluster_queue("b", "A", {"on-demand": {"cpu": 0}}), cluster_queue("c", "A", {"on-demand": {"cpu": 0}})],
+        [cohort("A", quotas={"on-demand": {"cpu": 10}}), cohort("B")],
+    )
+
+
+def test_schedule_highest_priority_first() -> None:
+    """"fair sharing schedule highest priority first": equal shares, c1 (101) before b1 (99)."""
+    cache = equal_shares()
+    add(cache, workload("b1", "b", "10", priority=99, age=10), workload("c1", "c", "10", priority=101))
+    assert admitted_names(schedule(cache, NOW, FS)) == ["c1"]
+
+
+def test_schedule_earliest_timestamp_first() -> None:
+    """"fair sharing schedule earliest timestamp first": equal shares and priorities, the older b1 first."""
+    cache = equal_shares()
+    add(cache, workload("b1", "b", "10", age=10), workload("c1", "c", "10"))
+    assert admitted_names(schedule(cache, NOW, FS)) == ["b1"]
+
+
+def test_schedule_workload_with_lowest_share_first() -> None:
+    """"with fair sharing: schedule workload with lowest share first".
+
+    eng (on-demand 50+50+10, spot 100+0): eng-alpha uses its 50, eng-beta
+    borrows 5. ``new`` (alpha, 5) would take alpha's share to 5*1000/210,
+    ``older_new`` (beta, 1) beta's to 6*1000/210: ``new`` goes first in
+    on-demand, which it fills. Upstream then says of ``older_new`` "no longer
+    fits" (it keeps its nominated on-demand); our cycle assigns it again and
+    it borrows alpha's unused spot.
+    """
+    cache = setup(
+        [
+            cluster_queue(
+                "eng-alpha", "eng", {"on-demand": {"cpu": {"nominalQuota": "50", "borrowingLimit": "50"}},
+                                     "spot": {"cpu": {"nominalQuota": "100", "borrowingLimit": "0"}}},
+            ),
+            cluster_queue(
+                "eng-beta", "eng", {"on-demand": {"cpu": {"nominalQuota": "50", "borrowingLimit": "10"}},
+                                    "spot": {"cpu": {"nominalQuota": "0", "borrowingLimit": "100"}}},
+                preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            ),
+            cluster_queue("eng-shared", "eng", {"on-demand": {"cpu": {"nominalQuota": "10", "borrowingLimit": "0"}}}),
+        ],
+        flavors=("on-demand", "spot"),
+    )
+    add(
+        cache,
+        workload("all_nominal", "eng-alpha", "50", admitted_in="on-demand"),
+        workload("borrowing", "eng-beta", "55", admitted_in="on-demand"),
+        workload("older_new", "eng-beta", "1", age=60),
+        workload("new", "eng-alpha", "5"),
+    )
+    result = schedule(cache, NOW, FS)
+    assert admitted(result) == [
+        ("new", "eng-alpha", {"cpu": "on-demand"}),
+        ("older_new", "eng-beta", {"cpu": "spot"}),
+    ]
+    assert result.preempted == []
+
+
+def test_nominal_first_ordering_admits_the_workload_fitting_within_nominal_despite_a_higher_share() -> None:
+    """"with fair sharing: nominal-first ordering admits workload fitting within nominal despite higher CQ DRS".
+
+    fs-nom-a borrows 30 spot (share 30*1000/160) but nom-wl fits in its
+    nominal on-demand; fs-nom-b's borrow-wl gives the lower share (10*1000/160)
+    but borrows on-demand, which it requests. ``FairSharingPrioritizeNonBorrowing``:
+    nom-wl first. Upstream's two resource groups for the same resource are one
+    group with both flavors here. Upstream then says borrow-wl "no longer fits"
+    (on-demand is full); our cycle assigns it again and it fits in fs-nom-b's
+    own spot.
+    """
+    cache = setup(
+        [
+            cluster_queue(
+                "fs-nom-a", "fs-nom", {"on-demand": {"cpu": {"nominalQuota": "50", "borrowingLimit": "0"}},
+                                       "spot": {"cpu": {"nominalQuota": "50", "borrowingLimit": "50"}}},
+            ),
+            cluster_queue(
+                "fs-nom-b", "fs-nom", {"on-demand": {"cpu": {"nominalQuota": "10", "borrowingLimit": "50"}},
+                                       "spot": {"cpu": {"nominalQuota": "50", "borrowingLimit": "0"}}},
+            ),
+        ],
+        flavors=("on-demand", "spot"),
+    )
+    add(
+        cache,
+        workload("spot-heavy", "fs-nom-a", "80", admitted_in="spot"),
+        workload("light-usage", "fs-nom-b", "5", admitted_in="on-demand"),
+        workload("borrow-wl", "fs-nom-b", "15", age=60),
+        workload("nom-wl", "fs-nom-a", "45"),
+    )
+    result = schedule(cache, NOW, FS)
+    assert admitted(result) == [
+        ("nom-wl", "fs-nom-a", {"cpu": "on-demand"}),
+        ("borrow-wl", "fs-nom-b", {"cpu": "spot"}),
+    ]
+
+
+def test_singleton_queues_and_a_queue_without_cohort_are_all_scheduled() -> None:
+    """"fair sharing schedule singleton cqs and cq without cohort": no tournament is needed outside a cohort tree."""
+    cache = setup(
+        [
+            cluster_queue("a", None, {"on-demand": {"cpu": 10}}),
+            cluster_queue("b", "B", {"on-demand": {"cpu": 10}}),
+            cluster_queue("c", "C", {"on-demand": {"cpu": 10}}),
+        ]
+    )
+    add(cache, workload("a1", "a", "10"), workload("b1", "b", "10"), workload("c1", "c", "10"))
+    assert sorted(admitted_names(schedule(cache, NOW, FS))) == ["a1", "b1", "c1"]
+
+
+def test_the_shares_are_taken_with_the_quota_admitted_earlier_in_the_cycle() -> None:
+    """Upstream pops one entry at a time from a snapshot holding the cycle's earlier admissions.
+
+    A(100) has cohorts B (d, e) and C (f). d1 (10) wins first (B at 10 against
+    C at 15). Then B with e1 would be at 20, C with f1 at 15: f1 before e1,
+    although e1 alone (10) is below f1.
+    """
+    zero = {"on-demand": {"cpu": 0}}
+    cache = setup(
+        [cluster_queue("d", "B", zero), cluster_queue("e", "B", zero), cluster_queue("f", "C", zero)],
+        [cohort("A", quotas={"on-demand": {"cpu": 100}}), cohort("B", parent="A"), cohort("C", parent="A")],
+    )
+    add(cache, workload("d1", "d", "10", age=30), workload("e1", "e", "10", age=20), workload("f1", "f", "15", age=10))
+    assert admitted_names(schedule(cache, NOW, FS)) == ["d1", "f1", "e1"]

@@ -24,6 +24,16 @@ with ``Succeeded`` in place of ``Complete``.
 
     python bench/dispatch.py --kind pipelinerun --jobs 1000
 
+With ``--tekton`` (PipelineRuns only) Tekton Pipelines' real controller runs on
+both workers instead (built from the third-party archive, see
+``multikueue/dev/tekton.py``), and each PipelineRun is shaped like Tekton's
+docs: an inline ``pipelineSpec`` of two tasks in sequence (the second takes
+the first's result as a param), each a pod that kwok's stage finishes after
+``--run-for`` seconds. The report adds PipelineRuns completed per minute
+(Succeeded on the manager, over the time from the first submission).
+
+    python bench/dispatch.py --kind pipelinerun --tekton --jobs 200 --rate 2
+
 Timestamps are wall-clock times taken by watches running in their own
 processes (one per watched collection), so a flood of events on one watch
 does not delay the others; each latency includes one watch delivery on each
@@ -50,7 +60,7 @@ from kubernetes import client, watch
 
 from multikueue.api.configuration import CONFIG_KEY, DEFAULT_CONFIG_MAP
 from multikueue.dev import objects as o
-from multikueue.dev import wiring
+from multikueue.dev import tekton, wiring
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
@@ -190,6 +200,38 @@ def configure_pipelineruns(api: client.ApiClient) -> None:
                         "data": {CONFIG_KEY: yaml.safe_dump(document)}}])
 
 
+def tekton_pipeline_run(name: str, run_for: float) -> dict[str, Any]:
+    """A docs-shaped PipelineRun for MultiKueue: two tasks in sequence, a param, a result, each task's pod running ``run_for`` s."""
+    def task(task_name: str, extra: dict[str, Any]) -> dict[str, Any]:
+        annotations = {"multikueue.x-k8s.io/run-for": f"{run_for:g}s"}
+        if task_name == "build":
+            annotations["multikueue.x-k8s.io/results"] = '{"digest": "sha256:0123"}'
+        return {"name": task_name, **extra, "taskSpec": {
+            "metadata": {"annotations": annotations},
+            "params": [{"name": "input", "type": "string"}],
+            "results": [{"name": "digest"}] if task_name == "build" else [],
+            "steps": [{"name": "main", "image": "ubuntu", "script": "echo $(params.input)"}],
+        }}
+
+    return {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {
+            "managedBy": MANAGED_BY,
+            "params": [{"name": "revision", "value": "main"}],
+            "pipelineSpec": {
+                "params": [{"name": "revision", "type": "string"}],
+                "results": [{"name": "digest", "value": "$(tasks.build.results.digest)"}],
+                "tasks": [
+                    task("build", {"params": [{"name": "input", "value": "$(params.revision)"}]}),
+                    task("test", {"runAfter": ["build"], "params": [{"name": "input", "value": "$(tasks.build.results.digest)"}]}),
+                ],
+            },
+        },
+    }
+
+
 def rss_mib(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -234,15 +276,23 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000, help="how many Jobs (or PipelineRuns)")
     parser.add_argument("--requests", action="store_true", help="also print each API server's requests per Job by verb and resource")
     parser.add_argument("--rate", type=float, default=0.0, help="Jobs submitted per second (default: as fast as 16 threads go)")
-    parser.add_argument("--run-for", type=float, default=1.0, help="seconds each Job's pod (or PipelineRun) runs on its worker")
+    parser.add_argument("--run-for", type=float, default=1.0, help="seconds each Job's pod (or PipelineRun, or each Tekton task's pod) runs on its worker")
+    parser.add_argument(
+        "--tekton",
+        action="store_true",
+        help="with --kind pipelinerun: run the real Tekton controller on the workers (built from ../shared/thirdparty) instead of playing it",
+    )
     args = parser.parse_args()
+    if args.tekton and args.kind != "pipelinerun":
+        parser.error("--tekton goes with --kind pipelinerun")
     n = args.jobs
     kind = KINDS[args.kind]
     noun = kind.noun
     binaries = ensure_binaries().binaries
     with tempfile.TemporaryDirectory() as tmp:
         options = ClusterSetOptions(
-            name="bench", workers=2, full=True, base_port=free_base_port(3), directory=Path(tmp) / "clusters", fake_nodes=4
+            name="bench", workers=2, full=True, base_port=free_base_port(3), directory=Path(tmp) / "clusters", fake_nodes=4,
+            tekton=args.tekton,
         )
         clusters = ClusterSet.plan(options)
         clusters.up(options, binaries)
@@ -307,7 +357,7 @@ def main() -> None:
                 proc = multiprocessing.get_context("spawn").Process(target=watch_process, args=(*spec, events), daemon=True)
                 proc.start()
                 watch_procs.append(proc)
-            if args.kind == "pipelinerun":
+            if args.kind == "pipelinerun" and not args.tekton:
                 for path in paths[1:]:
                     proc = multiprocessing.get_context("spawn").Process(target=play_tekton, args=(path, args.run_for), daemon=True)
                     proc.start()
@@ -328,6 +378,9 @@ def main() -> None:
             custom = client.CustomObjectsApi(apis[0])
 
             def submit(i: int) -> None:
+                if args.tekton:
+                    custom.create_namespaced_custom_object(*gvr[:2], NS, gvr[2], tekton_pipeline_run(f"pr-{i:05d}", args.run_for))
+                    return
                 if args.kind == "pipelinerun":
                     body = {
                         "apiVersion": "tekton.dev/v1",
@@ -393,6 +446,9 @@ def main() -> None:
             f"status sync (worker {noun} {done} -> manager {noun} {done}): p50 {statistics.median(sync) * 1000:.0f} ms, "
             f"p99 {pct(sync, 0.99) * 1000:.0f} ms over {len(sync)} {noun}s"
         )
+    if args.tekton and manager_done:
+        print(f"{noun}s completed per minute (Succeeded on the manager): {len(manager_done) / (finished - started) * 60:.1f}"
+              f" over {finished - started:.0f}s, real Tekton {tekton.VERSION} on both workers")
     print(f"manager controller RSS: {idle:.0f} MiB before, {peak[0]:.0f} MiB peak")
 
 

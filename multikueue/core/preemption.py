@@ -76,12 +76,9 @@ supported, is the caller's business). ``Preemptor.queued_at`` and
 creation time, or the eviction time where upstream uses that) and decide
 ``LowerOrNewerEqualPriority``.
 
-Fair sharing (``InCohortFairSharing``) is not implemented. The extension
-point is the search step: :func:`plan_preemption` hands a
-:class:`_Simulation` to a search function (here :func:`_classical_search`)
-that removes candidates until the preemptor fits and returns them; a fair
-sharing search would be another such function over the same simulation and
-:func:`_fill_back`, chosen by a strategy argument that does not exist yet.
+Fair sharing (``InCohortFairSharing``) is :mod:`multikueue.core.fairpreemption`:
+another search over the same :class:`Simulation`, with the candidate order
+of :func:`candidate_order`.
 
 Over 500 lines on purpose: candidates, their order, the simulation and the
 fill-back are one algorithm whose correctness (the victims are necessary and
@@ -129,7 +126,9 @@ __all__ = [
     "PreemptionContext",
     "PreemptionPlan",
     "Preemptor",
+    "Simulation",
     "Victim",
+    "candidate_order",
     "cluster_queue_path",
     "plan_preemption",
     "resources_needing_preemption",
@@ -364,8 +363,12 @@ class _Candidate:
 
 
 @dataclass
-class _Simulation:
-    """A private copy of the quota tree in which Workloads are removed and added back."""
+class Simulation:
+    """A private copy of the quota tree in which Workloads are removed and added back.
+
+    ``workloads`` groups the admitted Workloads of the tree by ClusterQueue
+    (the preemptor excluded); ``needs`` are the pairs needing preemption.
+    """
 
     preemptor: Preemptor
     needs: frozenset[FlavorResource]
@@ -374,7 +377,7 @@ class _Simulation:
     workloads: dict[str, list[AdmittedWorkload]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, preemptor: Preemptor, ctx: PreemptionContext) -> _Simulation:
+    def build(cls, preemptor: Preemptor, ctx: PreemptionContext) -> Simulation:
         node = copy_tree(ctx.node)
         queues = {leaf.name: leaf for leaf in leaves(root_of(node))}
         needs = preemptor.needs_preemption
@@ -418,7 +421,7 @@ def _borrowing_forbidden(policy: ClusterQueuePreemption) -> bool:
 
 
 def _classify(
-    sim: _Simulation, policy: ClusterQueuePreemption, workload: AdmittedWorkload, advantage: bool
+    sim: Simulation, policy: ClusterQueuePreemption, workload: AdmittedWorkload, advantage: bool
 ) -> _Variant | None:
     """How the preemptor may preempt this Workload; ``None``: it may not (upstream's ``classifyPreemptionVariant``)."""
     if not _uses_any(workload, sim.needs):
@@ -439,7 +442,7 @@ def _classify(
 
 
 def _from_queue(
-    sim: _Simulation, policy: ClusterQueuePreemption, queue: str, meeting_point: QuotaNode | None, advantage: bool
+    sim: Simulation, policy: ClusterQueuePreemption, queue: str, meeting_point: QuotaNode | None, advantage: bool
 ) -> list[_Candidate]:
     result = []
     for workload in sim.workloads.get(queue, ()):
@@ -450,7 +453,7 @@ def _from_queue(
 
 
 def _collect_in_subtree(
-    sim: _Simulation,
+    sim: Simulation,
     policy: ClusterQueuePreemption,
     current: QuotaNode,
     subtree_root: QuotaNode,
@@ -468,7 +471,7 @@ def _collect_in_subtree(
             into.extend(_from_queue(sim, policy, child.name, subtree_root, advantage))
 
 
-def _cohort_candidates(sim: _Simulation, policy: ClusterQueuePreemption) -> tuple[list[_Candidate], list[_Candidate]]:
+def _cohort_candidates(sim: Simulation, policy: ClusterQueuePreemption) -> tuple[list[_Candidate], list[_Candidate]]:
     """Other ClusterQueues' candidates: (with hierarchical advantage, without).
 
     Walking up from the preemptor's cohort, each level's new subtree is
@@ -492,8 +495,15 @@ def _cohort_candidates(sim: _Simulation, policy: ClusterQueuePreemption) -> tupl
 
 
 def _order_key(candidate: _Candidate, cluster_queue: str, now: datetime) -> tuple[object, ...]:
-    """Upstream's ``CandidatesOrdering`` (without the LocalQueue fair-sharing usage step)."""
-    workload = candidate.workload
+    return candidate_order(candidate.workload, cluster_queue, now)
+
+
+def candidate_order(workload: AdmittedWorkload, cluster_queue: str, now: datetime) -> tuple[object, ...]:
+    """Sort key of upstream's ``CandidatesOrdering`` (without the LocalQueue fair-sharing usage step).
+
+    Being evicted first, other ClusterQueues' before the preemptor's own
+    (``cluster_queue``), lower priority, the most recently admitted, UID.
+    """
     reserved = workload.quota_reserved_at or now
     return (
         not workload.evicted,
@@ -512,7 +522,7 @@ class _Candidates:
     none_with_advantage: bool
 
 
-def _candidates(sim: _Simulation, policy: ClusterQueuePreemption, now: datetime) -> _Candidates:
+def _candidates(sim: Simulation, policy: ClusterQueuePreemption, now: datetime) -> _Candidates:
     own: list[_Candidate] = []
     if policy.within_cluster_queue != WithinClusterQueuePolicy.NEVER:
         own = _from_queue(sim, policy, sim.preemptor.cluster_queue, None, False)
@@ -529,7 +539,7 @@ def _candidates(sim: _Simulation, policy: ClusterQueuePreemption, now: datetime)
     )
 
 
-def _still_valid(sim: _Simulation, candidate: _Candidate, allow_borrowing: bool) -> bool:
+def _still_valid(sim: Simulation, candidate: _Candidate, allow_borrowing: bool) -> bool:
     """Whether the candidate may still be taken in this run (earlier removals may have ended its queue's borrowing)."""
     workload = candidate.workload
     if workload.cluster_queue == sim.preemptor.cluster_queue:
@@ -547,7 +557,7 @@ def _still_valid(sim: _Simulation, candidate: _Candidate, allow_borrowing: bool)
 # --- the search -----------------------------------------------------------------------------------------------
 
 
-def _fill_back(sim: _Simulation, targets: list[_Candidate], *, allow_borrowing: bool) -> list[_Candidate]:
+def _fill_back(sim: Simulation, targets: list[_Candidate], *, allow_borrowing: bool) -> list[_Candidate]:
     """Add back every victim but the last, last to first; keep out only those the preemptor still needs gone."""
     dropped: set[int] = set()
     for index in range(len(targets) - 2, -1, -1):
@@ -561,7 +571,7 @@ def _fill_back(sim: _Simulation, targets: list[_Candidate], *, allow_borrowing: 
 
 
 def _classical_search(
-    sim: _Simulation, policy: ClusterQueuePreemption, candidates: _Candidates
+    sim: Simulation, policy: ClusterQueuePreemption, candidates: _Candidates
 ) -> list[_Candidate] | None:
     """Upstream's ``classicalPreemptions``: the victims, or ``None`` when no run makes the preemptor fit.
 
@@ -592,7 +602,7 @@ def _classical_search(
 
 def plan_preemption(preemptor: Preemptor, ctx: PreemptionContext) -> PreemptionPlan:
     """Decide which admitted Workloads to preempt so that ``preemptor`` fits (see the module docstring)."""
-    sim = _Simulation.build(preemptor, ctx)
+    sim = Simulation.build(preemptor, ctx)
     if sim.fits(allow_borrowing=True):
         return PreemptionPlan(Outcome.FITS)
     candidates = _candidates(sim, ctx.policy, ctx.now)

@@ -82,7 +82,10 @@ child (with the nominee admitted) does not borrow in the pairs the nominee
 requests, then has the lowest dominant resource share
 (:mod:`multikueue.core.fairsharing`), then the higher priority, then the
 older. The shares are computed again for every pick, so they include what
-the round admitted or held so far.
+the round admitted or held so far. Step 5's victims are then chosen by
+:func:`multikueue.core.fairpreemption.plan_fair_preemption` with the
+configured strategies (reasons ``InClusterQueue``, ``InCohortReclamation``,
+``InCohortFairSharing``).
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ from multikueue.api.constants import Labels, WorkloadConditionType, WorkloadReas
 from multikueue.api.meta import find_condition
 from multikueue.api.workload import Admission
 from multikueue.core import messages
+from multikueue.core.fairpreemption import plan_fair_preemption
 from multikueue.core.fairsharing import DRS, FairSharing, compare_drs, dominant_resource_share
 from multikueue.core.cache import Cache, ClusterQueueState, PendingWorkload, QuotaHolder, WorkloadKey
 from multikueue.core.flavors import FlavorAssignment, PodSetRequest, assign_flavors
@@ -498,7 +502,10 @@ def _plan(cycle: _Cycle, state: ClusterQueueState, pending: PendingWorkload, ass
     holders = cycle.holders_of(state.name)
     candidates = [_candidate(h, cycle.now) for h in holders if not h.assumed and h.key not in claimed]
     preemptor = _preemptor(pending, state, assignment)
-    return plan_preemption(preemptor, PreemptionContext(state.node, state.spec.preemption, candidates, cycle.now))
+    ctx = PreemptionContext(state.node, state.spec.preemption, candidates, cycle.now)
+    if cycle.fair_sharing is not None:
+        return plan_fair_preemption(preemptor, ctx, cycle.fair_sharing.preemption_strategies)
+    return plan_preemption(preemptor, ctx)
 
 
 def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment: FlavorAssignment) -> tuple[str, bool]:

@@ -104,20 +104,23 @@ def workload(
     admitted_in: str | None = None,
     admitted_at: datetime = NOW,
     resource: str = "cpu",
+    uid: str | None = None,
+    job_uid: str | None = None,
 ) -> Workload:
     """A one-pod Workload of LocalQueue ``lq-<cq>``; ``admitted_in`` (a flavor) makes it hold its request there."""
     body: dict[str, Any] = {
         "metadata": {
             "name": name,
             "namespace": NS,
-            "uid": f"uid-{name}",
+            "uid": uid or name,
             "creationTimestamp": (NOW - timedelta(seconds=age)).isoformat(),
+            **({"labels": {"kueue.x-k8s.io/job-uid": job_uid}} if job_uid else {}),
         },
         "spec": {
             "queueName": f"lq-{cq}",
             "podSets": [
                 {
-                    "name": "one",
+                    "name": "main",
                     "count": 1,
                     "template": {
                         "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {resource: cpu}}}]}
@@ -133,7 +136,7 @@ def workload(
             "admission": {
                 "clusterQueue": cq,
                 "podSetAssignments": [
-                    {"name": "one", "flavors": {resource: admitted_in}, "resourceUsage": {resource: cpu}, "count": 1}
+                    {"name": "main", "flavors": {resource: admitted_in}, "resourceUsage": {resource: cpu}, "count": 1}
                 ],
             },
             "conditions": [_condition("QuotaReserved", "QuotaReserved", admitted_at), _condition("Admitted", "Admitted", admitted_at)],
@@ -370,3 +373,118 @@ def test_the_shares_are_taken_with_the_quota_admitted_earlier_in_the_cycle() -> 
     )
     add(cache, workload("d1", "d", "10", age=30), workload("e1", "e", "10", age=20), workload("f1", "f", "15", age=10))
     assert admitted_names(schedule(cache, NOW, FS)) == ["d1", "f1", "e1"]
+
+
+# --- preemption ------------------------------------------------------------------------------------
+
+
+def preemptions(result: CycleResult) -> dict[str, tuple[str, str]]:
+    return {d.victim[1]: (d.reason, d.message) for d in result.preempted}
+
+
+def test_preempt_workload_from_cq_with_the_highest_share() -> None:
+    """"with fair sharing: preempt workload from CQ with the highest share".
+
+    eng-beta's preemptor (30) stays within beta's nominal on-demand, so it
+    reclaims: first from eng-alpha (borrowing 30, the highest share), then
+    from eng-gamma (borrowing 20, now the highest); both ``InCohortReclamation``.
+    """
+    cache = setup(
+        [
+            cluster_queue(
+                "eng-alpha", "eng", {"on-demand": {"cpu": {"nominalQuota": "50", "borrowingLimit": "50"}},
+                                     "spot": {"cpu": {"nominalQuota": "100", "borrowingLimit": "0"}}},
+            ),
+            cluster_queue(
+                "eng-beta", "eng", {"on-demand": {"cpu": {"nominalQuota": "50", "borrowingLimit": "10"}},
+                                    "spot": {"cpu": {"nominalQuota": "0", "borrowingLimit": "100"}}},
+                preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            ),
+            cluster_queue("eng-gamma", "eng", {"on-demand": {"cpu": {"nominalQuota": "50", "borrowingLimit": "0"}}}),
+        ],
+        flavors=("on-demand", "spot"),
+    )
+    add(cache, workload("all_spot", "eng-alpha", "100", admitted_in="spot"))
+    add(cache, *(workload(f"alpha{i}", "eng-alpha", "20", admitted_in="on-demand") for i in range(1, 5)))
+    add(cache, workload("gamma1", "eng-gamma", "10", admitted_in="on-demand"))
+    add(cache, *(workload(f"gamma{i}", "eng-gamma", "20", admitted_in="on-demand") for i in range(2, 5)))
+    add(cache, workload("preemptor", "eng-beta", "30", uid="wl-preemptor", job_uid="job-preemptor"))
+    result = schedule(cache, NOW, FS)
+    assert admitted_names(result) == []
+    message = (
+        "Preempted to accommodate a workload (UID: wl-preemptor, JobUID: job-preemptor) due to reclamation within "
+        "the cohort; preemptor path: /eng/eng-beta; preemptee path: /eng/{cq}"
+    )
+    assert preemptions(result) == {
+        "alpha1": ("InCohortReclamation", message.format(cq="eng-alpha")),
+        "gamma1": ("InCohortReclamation", message.format(cq="eng-gamma")),
+    }
+    assert {u.key[1]: u.message for u in result.pending}["preemptor"] == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 30 more "
+        "needed, insufficient unused quota for cpu in flavor spot, 30 more needed. Pending the preemption of 2 workload(s)"
+    )
+
+
+def test_in_cq_preemption_for_cq_without_cohort() -> None:
+    """"fair sharing: in-CQ preemption for CQ without cohort; repro for nil pointer panic"."""
+    cache = setup(
+        [cluster_queue("no-cohort-cq", None, {"default": {"cpu": 4}}, preemption={"withinClusterQueue": "LowerPriority"})],
+        flavors=("default",),
+    )
+    add(
+        cache,
+        workload("nc-low", "no-cohort-cq", "4", priority=-1, admitted_in="default"),
+        workload("nc-high", "no-cohort-cq", "4", priority=100, uid="wl-nc-high", job_uid="job-nc-high"),
+    )
+    result = schedule(cache, NOW, FS)
+    message = (
+        "Preempted to accommodate a workload (UID: wl-nc-high, JobUID: job-nc-high) due to prioritization in the "
+        "ClusterQueue; preemptor path: /no-cohort-cq; preemptee path: /no-cohort-cq"
+    )
+    assert preemptions(result) == {"nc-low": ("InClusterQueue", message)}
+    assert {u.key[1]: u.message for u in result.pending}["nc-high"] == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 4 more needed. "
+        "Pending the preemption of 1 workload(s)"
+    )
+
+
+def test_not_enough_resources_with_fair_sharing_enabled() -> None:
+    """"not enough resources with fair sharing enabled": above the maximum capacity, no preemption is tried."""
+    cache = setup(
+        [cluster_queue("sales", None, {"default": {"cpu": 50}}, preemption={"withinClusterQueue": "LowerPriority"})],
+        flavors=("default",),
+    )
+    add(cache, workload("new", "sales", "100"))
+    result = schedule(cache, NOW, FS)
+    assert result.preempted == []
+    assert {u.key[1]: u.message for u in result.pending}["new"] == (
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously considered "
+        "podsets requests (0) + current podset request (100) > maximum capacity (50)"
+    )
+
+
+def test_fair_sharing_reclaims_from_the_queue_whose_share_is_highest_not_by_priority() -> None:
+    """Classical reclamation takes the lowest priority first; fair sharing takes from the highest share.
+
+    b and c (4 each, cohort of 12 with a) both borrow; c borrows more. a's
+    preemptor (within nominal) reclaims c's Workload although b's has the
+    lower priority (upstream's TargetClusterQueueOrdering; classical preemption
+    would take b's).
+    """
+    any_policy = {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
+    queues = [
+        cluster_queue("a", "all", {"on-demand": {"cpu": 4}}, preemption=any_policy),
+        cluster_queue("b", "all", {"on-demand": {"cpu": 4}}),
+        cluster_queue("c", "all", {"on-demand": {"cpu": 4}}),
+    ]
+    workloads = [
+        workload("b1", "b", "5", priority=-5, admitted_in="on-demand"),
+        workload("c1", "c", "7", priority=5, admitted_in="on-demand"),
+        workload("a1", "a", "4"),
+    ]
+    fair = setup(queues)
+    add(fair, *workloads)
+    assert preemptions(schedule(fair, NOW, FS)).keys() == {"c1"}
+    classical = setup(queues)
+    add(classical, *workloads)
+    assert preemptions(schedule(classical, NOW)).keys() == {"b1"}

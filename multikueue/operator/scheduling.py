@@ -72,6 +72,7 @@ class SchedulingLoop:
         self.cache = cache
         #: The Configuration's ``fairSharing`` when enabled (read at start, as the other settings).
         self.fair_sharing = fair_sharing
+        cache.fair_sharing_status = fair_sharing is not None  # ClusterQueue status.fairSharing, as upstream
         self.writer = writer
         self.queue_status = queue_status
         self.cycles = 0

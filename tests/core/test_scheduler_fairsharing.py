@@ -488,3 +488,34 @@ def test_fair_sharing_reclaims_from_the_queue_whose_share_is_highest_not_by_prio
     classical = setup(queues)
     add(classical, *workloads)
     assert preemptions(schedule(classical, NOW)).keys() == {"b1"}
+
+
+# --- status.fairSharing ----------------------------------------------------------------------------------
+
+
+def test_cluster_queue_status_reports_the_weighted_share_only_with_fair_sharing() -> None:
+    """Upstream's ClusterQueue reconciler: ``status.fairSharing.weightedShare`` = the share rounded up
+    (max int64 for a borrowing queue of weight 0) when fair sharing is on, else nothing."""
+    cache = setup(
+        [
+            cluster_queue("b", "A", {"on-demand": {"cpu": 2}}, weight="2"),
+            cluster_queue("c", "A", {"on-demand": {"cpu": 2}}, weight="0"),
+            cluster_queue("d", "A", {"on-demand": {"cpu": 6}}),
+        ],
+    )
+    add(
+        cache,
+        workload("b1", "b", "5", admitted_in="on-demand"),  # borrows 3 of the 10 its cohort could lend: 300 / 2
+        workload("c1", "c", "3", admitted_in="on-demand"),  # borrows with weight 0
+    )
+
+    def fields(name: str) -> dict[str, Any]:
+        view = cache.cluster_queue_status(name)
+        assert view is not None
+        return view.status_fields()
+
+    assert "fairSharing" not in fields("b")
+    cache.fair_sharing_status = True
+    assert fields("b")["fairSharing"] == {"weightedShare": 150}
+    assert fields("c")["fairSharing"] == {"weightedShare": 2**63 - 1}
+    assert fields("d")["fairSharing"] == {"weightedShare": 0}

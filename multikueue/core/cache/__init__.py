@@ -114,6 +114,9 @@ class Cache:
         self._store = ObjectStore()
         self._tree = QuotaTree(self._store.cohorts)
         self._queues = PendingQueues(self._store.priority_classes)
+        #: Report ``status.fairSharing.weightedShare`` in ClusterQueue status views (fair sharing is on);
+        #: set by whoever runs the scheduler with fair sharing.
+        self.fair_sharing_status = False
 
     def _mark_trees(self, cq_names: Iterable[str]) -> None:
         """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree."""
@@ -347,7 +350,9 @@ class Cache:
         if state is None:
             return None
         pending = sum(self._queues.pending_count(lq) for lq in self._store.local_queues_in(name))
-        return cluster_queue_view(state, self._tree.cluster_queue_stats(name), pending)
+        return cluster_queue_view(
+            state, self._tree.cluster_queue_stats(name), pending, fair_sharing=self.fair_sharing_status
+        )
 
     def local_queue_status(self, namespace: str, name: str) -> LocalQueueStatusView | None:
         """The status to write for a LocalQueue, or ``None`` if it is not in the cache."""

@@ -25,6 +25,7 @@ from multikueue.api.quantity import format_quantity
 from multikueue.core import messages
 from multikueue.core.cache.hierarchy import QueueStats
 from multikueue.core.cache.store import ClusterQueueState
+from multikueue.core.fairsharing import dominant_resource_share
 from multikueue.core.quota import ZERO, FlavorResource
 
 __all__ = [
@@ -68,7 +69,17 @@ class ClusterQueueStatusView(QueueStatusView):
     ones included); ``flavors_usage`` only admitted ones. Both are in the
     API's shape, ``[{"name", "resources": [{"name", "total", "borrowed"}]}]``,
     one entry per flavor and covered resource of ``spec.resourceGroups``.
+    ``weighted_share`` is ``status.fairSharing.weightedShare`` (upstream
+    writes it only with fair sharing on; ``None`` leaves the field alone).
     """
+
+    weighted_share: int | None = None
+
+    def status_fields(self) -> dict[str, Any]:
+        fields = super().status_fields()
+        if self.weighted_share is not None:
+            fields["fairSharing"] = {"weightedShare": self.weighted_share}
+        return fields
 
 
 @dataclass(frozen=True)
@@ -99,8 +110,15 @@ def _usage_list(
     return result
 
 
-def cluster_queue_view(state: ClusterQueueState, stats: QueueStats, pending: int) -> ClusterQueueStatusView:
-    """A ClusterQueue's status from its state, its counters and the number of Workloads waiting in it."""
+def cluster_queue_view(
+    state: ClusterQueueState, stats: QueueStats, pending: int, *, fair_sharing: bool = False
+) -> ClusterQueueStatusView:
+    """A ClusterQueue's status from its state, its counters and the number of Workloads waiting in it.
+
+    With ``fair_sharing``, also its weighted share: the dominant resource
+    share of its quota node rounded up, max int64 for a borrowing queue of
+    weight 0 (upstream's ``WeightedShare`` of ``PreciseWeightedShare``).
+    """
     return ClusterQueueStatusView(
         active=state.active,
         reason=state.reason,
@@ -110,6 +128,7 @@ def cluster_queue_view(state: ClusterQueueState, stats: QueueStats, pending: int
         admitted_workloads=stats.admitted,
         flavors_reservation=_usage_list(state.spec, stats.reservation, with_borrowed=True),
         flavors_usage=_usage_list(state.spec, stats.admitted_usage, with_borrowed=True),
+        weighted_share=dominant_resource_share(state.node).rounded_weighted_share() if fair_sharing else None,
     )
 
 

@@ -52,15 +52,18 @@ class World:
 
     def __init__(
         self,
-        queues: Mapping[str, tuple[str | None, float, str, Any]],
+        queues: Mapping[str, tuple[str | None, float | None, str, Any]],
         cohorts: Mapping[str, tuple[str | None, float, str]] | None = None,
     ) -> None:
         self.cohorts: dict[str, QuotaNode] = {}
         self.cohort_specs = dict(cohorts or {})
         self.queues: dict[str, QuotaNode] = {}
         self.policies: dict[str, Any] = {}
+        for name in self.cohort_specs:
+            self.cohort(name)
         for name, (parent, nominal, weight, preemption) in queues.items():
-            node = QuotaNode(name, is_cohort=False, quotas={CPU: ResourceQuota(D(str(nominal)))}, weight=D(weight))
+            quotas = {} if nominal is None else {CPU: ResourceQuota(D(str(nominal)))}  # None: no resource group
+            node = QuotaNode(name, is_cohort=False, quotas=quotas, weight=D(weight))
             if parent:
                 node.set_parent(self.cohort(parent))
             self.queues[name] = node
@@ -321,6 +324,85 @@ def test_hierarchical_preemption() -> None:
     assert {v.workload.key[1]: v.message.split("; ", 1)[1] for v in plan.victims}["e1"] == (
         "preemptor path: /ROOT/LEFT/a; preemptee path: /ROOT/RIGHT/e"
     )
+
+
+def test_borrowing_cq_in_non_borrowing_cohort_is_protected() -> None:
+    """"borrowing cq in non-borrowing cohort is protected": b borrows, RIGHT does not; a preempts its own."""
+    world = World(
+        {"a": ("ROOT", 5, "10", policy("LowerPriority", "Any")), "b": ("RIGHT", None, "0.1", policy())},
+        {"ROOT": (None, 0, "1"), "RIGHT": ("ROOT", 1, "0.1")},
+    )
+    admitted = [wl(f"a{i}", "a", 1, -1) for i in (1, 2, 3)] + [wl("b1", "b", 1, -1)]
+    assert victims(run(world, "a", 5, admitted)) == {("a1", IN_CQ), ("a2", IN_CQ), ("a3", IN_CQ)}
+
+
+def test_forced_to_preempt_within_clusterqueue_because_borrowing_workload_too_important() -> None:
+    """"forced to preempt within clusterqueue because borrowing workload too important"."""
+    world = World(
+        {"a": ("ROOT", 5, "10", policy("LowerPriority", "LowerPriority")), "b": ("RIGHT", None, "0.1", policy())},
+        {"ROOT": (None, 0, "1"), "RIGHT": ("ROOT", 3, "0.1")},
+    )
+    admitted = [wl(f"a{i}", "a", 1, -1) for i in (1, 2, 3)] + [wl("b1", "b", 4, 100)]
+    assert victims(run(world, "a", 4, admitted)) == {("a1", IN_CQ), ("a2", IN_CQ), ("a3", IN_CQ)}
+
+
+def test_deep_preemption() -> None:
+    """"deep preemption": the only quota is four levels down another branch; A (1.01) against B (0.99)."""
+    world = World(
+        {"a": ("AAA", 0, "1", policy(reclaim="Any")), "b": ("BBB", 0, "1", policy())},
+        {
+            "ROOT": (None, 0, "1"),
+            "A": ("ROOT", 0, "1.01"), "AA": ("A", 0, "1"), "AAA": ("AA", 0, "1"),
+            "B": ("ROOT", 0, "0.99"), "BB": ("B", 0, "1"), "BBB": ("BB", 0, "1"),
+            "C": ("ROOT", 0, "1"), "CC": ("C", 0, "1"), "CCC": ("CC", 0, "1"), "CCCC": ("CCC", 1, "1"),
+        },
+    )  # fmt: skip
+    assert victims(run(world, "a", 1, [wl("b1", "b")])) == {("b1", FS)}
+
+
+def test_cq_with_zero_weight_can_reclaim_nominal_quota() -> None:
+    """"cq with zero weight can reclaim nominal quota"."""
+    world = World({"a": ("ROOT", 1, "0", policy(reclaim="Any")), "b": ("ROOT", 0, "1", policy())})
+    assert victims(run(world, "a", 1, [wl("b1", "b")])) == {("b1", RECLAIM)}
+
+
+def test_cohort_with_zero_weight_can_reclaim_nominal_quota() -> None:
+    """"cohort with zero weight can reclaim nominal quota": a borrows from A (share 0 at ROOT's level is A's)."""
+    world = World(
+        {"a": ("A", 0, "0", policy(reclaim="Any")), "b": ("ROOT", 0, "1", policy())},
+        {"ROOT": (None, 0, "1"), "A": ("ROOT", 1, "0")},
+    )
+    assert victims(run(world, "a", 1, [wl("b1", "b")])) == {("b1", FS)}
+
+
+def test_zero_weight_borrowing_preemptor_cannot_preempt_from_a_borrowing_cq_with_a_non_zero_weight() -> None:
+    """"zero weight borrowing preemptor cannot preempt from a borrowing CQ with a non-zero weight"."""
+    world = World({"a": ("all", 1, "0", policy(reclaim="Any")), "b": ("all", 1, "1", policy())})
+    assert run(world, "a", 1, [wl("a1", "a"), wl("b1", "b"), wl("b2", "b")]).victims == ()
+
+
+@pytest.mark.parametrize("weight", ["0", "1"])
+def test_borrowing_preemptor_preempts_from_a_borrowing_cq_of_the_same_weight(weight: str) -> None:
+    """"zero weight borrowing preemptor can preempt from a borrowing CQ which also has zero weight" and
+    "non-zero weight borrowing preemptor preempts from a borrowing CQ"."""
+    world = World(
+        {"a": ("all", 1, weight, policy(reclaim="Any")), "b": ("all", 0, weight, policy())}, {"all": (None, 3, "1")}
+    )
+    assert victims(run(world, "a", 2, units("b", 3))) == {("b1", FS)}
+
+
+def test_candidates_skipped_by_the_first_strategy_are_still_available_to_the_second_strategy() -> None:
+    """"candidates skipped by the first strategy are still available to the second strategy"."""
+    world = World(
+        {
+            "p": ("A", 2, "1", policy(reclaim="Any")),
+            "y": ("A", 2, "1", policy()),
+            "x": ("ROOT", 1, "1", policy()),
+        },
+        {"ROOT": (None, 0, "1"), "A": ("ROOT", 1, "0")},
+    )
+    admitted = [wl("p1", "p", 2), wl("y1", "y", 2), wl("y2", "y", 2), wl("x1", "x"), wl("x2", "x")]
+    assert victims(run(world, "p", 1, admitted)) == {("y1", FS), ("x1", FS)}
 
 
 def test_strategies_are_tried_in_order_and_the_second_gets_the_skipped_candidates() -> None:

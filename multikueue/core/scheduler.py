@@ -567,7 +567,10 @@ def _fair_sharing_order(entries: list[_Entry]) -> Iterator[_Entry]:
             continue
         root = root_of(node)
         in_tree = {id(e.cursor.state.node): e for e in remaining if root_of(e.cursor.state.node) is root}
-        winner = _tournament(root, in_tree, _shares(in_tree))
+        if len(in_tree) == 1:
+            winner = remaining[0]  # the last of its tree this round: no shares to compare
+        else:
+            winner = _tournament(root, in_tree, _shares(in_tree))
         remaining.remove(winner)
         yield winner
 

@@ -18,12 +18,14 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from multikueue.api.clusterqueue import ClusterQueuePreemption
 from multikueue.api.configuration import PreemptionStrategy
 from multikueue.core.fairpreemption import plan_fair_preemption
 from multikueue.core.preemption import AdmittedWorkload, Outcome, PreemptionContext, PreemptionPlan, Preemptor
-from multikueue.core.quota import QuotaNode, ResourceQuota, add_usage, refresh_tree
+from multikueue.core.quota import QuotaNode, ResourceQuota, add_usage, available, refresh_tree
 
 pytestmark = pytest.mark.unit
 
@@ -419,3 +421,77 @@ def test_the_live_tree_is_not_modified() -> None:
     assert {name: node.usage.get(CPU) for name, node in world.queues.items()} == {
         "a": D(3), "b": D(5), "c": D(1), "preemptible": None,
     }  # fmt: skip
+
+
+_generated = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 4), st.integers(-2, 2)), min_size=1, max_size=10
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    generated=_generated,
+    request=st.integers(1, 6),
+    priority=st.integers(-1, 3),
+    target=st.sampled_from(["a", "b", "c"]),
+    weights=st.tuples(*[st.sampled_from(["0", "0.5", "1", "2"])] * 3),
+    strategies=st.sampled_from([(S2A,), (S2B,), (S2A, S2B)]),
+)
+def test_victims_make_room_and_every_victim_is_needed(
+    generated: list[tuple[str, int, int]],
+    request: int,
+    priority: int,
+    target: str,
+    weights: tuple[str, str, str],
+    strategies: tuple[PreemptionStrategy, ...],
+) -> None:
+    """Ours: with the victims gone the preemptor fits; with any one of them back it does not (the fill back);
+    victims of its own queue have lower priority; the live tree is left as it was."""
+
+    def world() -> World:
+        return World({name: ("all", 3, w, BASE_POLICY) for name, w in zip("abc", weights, strict=True)})
+
+    def admit(workloads: list[AdmittedWorkload]) -> tuple[World, list[AdmittedWorkload]]:
+        fresh = world()
+        held = []
+        for w in workloads:
+            node = fresh.queues[w.cluster_queue]
+            if w.usage[CPU] <= available(node, CPU):
+                add_usage(node, CPU, w.usage[CPU])
+                held.append(w)
+        return fresh, held
+
+    def fits(w: World) -> bool:
+        return D(request) <= available(w.queues[target], CPU)
+
+    workloads = [wl(f"w{i}", cq, amount, prio) for i, (cq, amount, prio) in enumerate(generated)]
+    live, admitted = admit(workloads)
+    before = {name: dict(node.usage) for name, node in live.queues.items()}
+    preemptor = Preemptor(
+        key=("", "incoming"), cluster_queue=target, priority=priority, queued_at=NOW, usage={CPU: D(request)},
+        needs_preemption=frozenset({CPU}),
+    )
+    plan = plan_fair_preemption(preemptor, PreemptionContext(live.queues[target], BASE_POLICY, admitted, NOW), strategies)
+    assert {name: dict(node.usage) for name, node in live.queues.items()} == before
+    if plan.outcome != Outcome.PREEMPT:
+        assert plan.victims == ()
+        assert (plan.outcome == Outcome.FITS) == fits(live)
+        return
+    names = [v.workload.key[1] for v in plan.victims]
+    assert len(set(names)) == len(names) > 0
+    for victim in plan.victims:
+        if victim.workload.cluster_queue == target:
+            assert victim.workload.priority < priority and victim.reason == IN_CQ
+        else:
+            assert victim.reason in (RECLAIM, FS)
+
+    def without(gone: set[str]) -> World:
+        fresh = world()
+        for w in admitted:
+            if w.key[1] not in gone:
+                add_usage(fresh.queues[w.cluster_queue], CPU, w.usage[CPU])
+        return fresh
+
+    assert fits(without(set(names)))
+    for name in names:
+        assert not fits(without(set(names) - {name}))

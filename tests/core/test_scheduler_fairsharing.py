@@ -10,6 +10,8 @@ later rounds of the same cycle, the test says what differs.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,7 +22,9 @@ from multikueue.api.localqueue import LocalQueue
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Workload
 from multikueue.core import Cache, CycleResult, schedule
-from multikueue.core.fairsharing import FairSharing
+from multikueue.core.fairsharing import DRS, NEGATIVE_DRS, FairSharing
+from multikueue.core.quota import QuotaNode
+from multikueue.core.scheduler import _fairer
 
 pytestmark = pytest.mark.unit
 
@@ -519,3 +523,36 @@ def test_cluster_queue_status_reports_the_weighted_share_only_with_fair_sharing(
     assert fields("b")["fairSharing"] == {"weightedShare": 150}
     assert fields("c")["fairSharing"] == {"weightedShare": 2**63 - 1}
     assert fields("d")["fairSharing"] == {"weightedShare": 0}
+
+
+# --- the comparison at one cohort (upstream's entryComparer.less) -------------------------------------------
+
+
+def _entry(name: str, age: int, requested: dict[tuple[str, str], int]) -> Any:
+    """A stand-in for the scheduler's entry: what ``_fairer`` reads (assignment usage, queue order)."""
+    order = (0, NOW - timedelta(seconds=age), NS, name)
+    usage = {fr: Decimal(v) for fr, v in requested.items()}
+    return SimpleNamespace(assignment=SimpleNamespace(usage=usage), workload=SimpleNamespace(order=order))
+
+
+@pytest.mark.parametrize(
+    ("a_share", "b_share", "a_age", "b_age", "want"),
+    [
+        # "non-borrowing subtree preferred over borrowing subtree" (b borrows in the cpu it requests)
+        ("zero", "borrowing", 0, 10, True),
+        # "both borrowing on requested flavors falls through to FIFO" (a is the newer)
+        ("borrowing", "borrowing", 0, 10, False),
+        # "lower DRS preferred over higher DRS"
+        ("negative", "zero", 0, 10, True),
+        # "both non-borrowing falls through to FIFO" (a is the older)
+        ("zero", "zero", 10, 0, True),
+    ],
+)
+def test_entry_comparer_less(a_share: str, b_share: str, a_age: int, b_age: int, want: bool) -> None:
+    """TestEntryComparerLess (``scheduler_test.go``), the cases without the alpha PrioritizePreemptorWorkloads gate."""
+    cpu = ("default", "cpu")
+    shares = {"zero": DRS(), "negative": NEGATIVE_DRS, "borrowing": DRS(unweighted_ratio=Decimal(0), borrowed=frozenset({cpu}))}
+    cohort = QuotaNode("cohort", is_cohort=True)
+    a, b = _entry("a", a_age, {cpu: 1}), _entry("b", b_age, {cpu: 1})
+    table = {(id(cohort), id(a)): shares[a_share], (id(cohort), id(b)): shares[b_share]}
+    assert _fairer(a, b, cohort, table) is want

@@ -30,7 +30,6 @@ float64 ratios; the rounded value reported in ``status.fairSharing``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
@@ -116,9 +115,10 @@ class DRS:
 
 
 def _format_float(value: float) -> str:
-    if value == int(value) and not math.isinf(value):
+    """Go's ``strconv.FormatFloat(f, 'f', -1, 64)``: shortest digits, never an exponent."""
+    if value == int(value):
         return str(int(value))
-    return repr(value)
+    return format(Decimal(repr(value)), "f")
 
 
 #: A share below every real one: the starting point of "find the highest" loops (upstream's ``NegativeDRS``).

@@ -5,17 +5,18 @@
 # extras, and the Kubernetes control-plane binaries built from Go modules
 # (cached outside the repository in ${MULTIKUEUE_CACHE:-~/.cache/multikueue}).
 #
-# Without arguments it runs two passes: the whole suite with the controllers
+# Without arguments it runs these passes: the whole suite with the controllers
 # as processes, then the image pass: the container image built by
 # hack/image.sh (Docker installed and started if needed), its tests, the
 # install on a bare cluster, and the MultiKueue e2e tests plus the leader's
 # container killed, with every controller from the image installed by
-# config/default and config/worker (--controllers image); then two kind
+# config/default and config/worker (--controllers image); then three kind
 # passes (kind-configs/up.sh: kind and the offline node image built when
 # missing): the e2e tests marked upstream_worker on kind clusters whose worker2
-# runs upstream Kueue (--upstream-worker worker2), then the e2e suite on kind
-# clusters running this project's controller everywhere; the clusters are
-# removed at the end.
+# runs upstream Kueue (--upstream-worker worker2), those marked upstream_manager
+# on kind clusters whose manager runs upstream Kueue (--upstream-manager), then
+# the e2e suite on kind clusters running this project's controller everywhere;
+# the clusters are removed at the end.
 # Extra arguments go to pytest instead, for one pass, e.g. `hack/test.sh -m unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +56,9 @@ kind_pass() {
 }
 echo "--- kind pass 1: worker2 runs upstream Kueue (kind-configs/up.sh --upstream-worker worker2)"
 kind_pass --upstream-worker worker2 || code=$?
-echo "--- kind pass 2: this project's controller on every kind cluster (kind-configs/up.sh)"
+echo "--- kind pass 2: the manager runs upstream Kueue, the workers ours (kind-configs/up.sh --upstream-manager)"
+kind_pass --upstream-manager || code=$?
+echo "--- kind pass 3: this project's controller on every kind cluster (kind-configs/up.sh)"
 kind_pass || code=$?
 kind-configs/down.sh || code=$?
 exit "$code"

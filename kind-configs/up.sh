@@ -11,11 +11,13 @@
 # cannot be pulled, the offline node image (kind-configs/node-image.sh).
 # Running it again reuses what exists (clusters, images) and re-applies the rest.
 #
-# Usage: kind-configs/up.sh [--node-image IMAGE] [--upstream-worker WORKER]
+# Usage: kind-configs/up.sh [--node-image IMAGE] [--upstream-worker WORKER] [--upstream-manager]
 #   --upstream-worker worker2   run upstream Kueue v0.19.2 on that worker instead of
 #                               this project's controller (built from
 #                               ../shared/thirdparty/kueue-v0.19.2.tar.gz; about 10
 #                               minutes the first time). Repeatable.
+#   --upstream-manager          run upstream Kueue v0.19.2 on the manager: its
+#                               MultiKueue dispatches to the workers (ours).
 # Environment: KIND_NODE_IMAGE (same as --node-image), MULTIKUEUE_CACHE.
 # Remove everything with kind-configs/down.sh.
 set -euo pipefail
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --node-image) node_image="$2"; shift 2 ;;
     --upstream-worker) upstream+=(--upstream-worker "${2:?--upstream-worker needs a worker name (worker1 or worker2)}"); shift 2 ;;
+    --upstream-manager) upstream+=(--upstream-manager); shift ;;
     -h | --help) sed -n '/^# Usage:/,/^# Remove/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac

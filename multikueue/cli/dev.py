@@ -97,6 +97,12 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         help="run upstream Kueue on this worker (worker1 or worker2; repeatable) instead of this project's controller; "
         "built from ../shared/thirdparty/kueue-v0.19.2.tar.gz",
     )
+    kind_up.add_argument(
+        "--upstream-manager",
+        action="store_true",
+        help="run upstream Kueue on the manager instead of this project's controller: its MultiKueue dispatches "
+        "to the workers (built from ../shared/thirdparty/kueue-v0.19.2.tar.gz)",
+    )
     kind_up.set_defaults(handler=_kind_up)
     kind_down = ksub.add_parser("down", help="delete the kind clusters of `dev kind up` and their kubeconfigs")
     kind_down.set_defaults(handler=_kind_down)
@@ -189,7 +195,12 @@ def _status(args: argparse.Namespace) -> int:
 def _kind_up(args: argparse.Namespace) -> int:
     from multikueue.dev import kind
 
-    options = kind.KindOptions(node_image=args.node_image, image=args.image, upstream_workers=tuple(args.upstream_worker))
+    options = kind.KindOptions(
+        node_image=args.node_image,
+        image=args.image,
+        upstream_workers=tuple(args.upstream_worker),
+        upstream_manager=args.upstream_manager,
+    )
     kind.up(options)
     manager = kind.kubeconfig_path("manager")
     print(f"""
@@ -200,7 +211,7 @@ kind clusters are up, the controllers run in them; admin kubeconfigs in {kind.st
   watch it:     multikueue status --kubeconfig {manager} -n default
   e2e on kind:  ./hack/test.sh -m e2e --clusters kind
   remove all:   kind-configs/down.sh""")
-    for role in options.upstream_workers:
+    for role in options.upstream_roles:
         print(f"  {role} runs upstream Kueue {kind.upstream.VERSION} (batch Jobs; the e2e suite needs every cluster on this project's controller)")
     return 0
 

@@ -29,9 +29,13 @@ The admin kubeconfigs (``127.0.0.1`` addresses) are written to
 A worker may run upstream Kueue instead (``KindOptions.upstream_workers``,
 ``up.sh --upstream-worker``): upstream's image is built from its source
 archive and its ``config/default`` installed as shipped (:mod:`upstream`),
-plus ``config/worker-access`` for the manager's identity. The choice is kept
-in ``kind-configs/.state/<role>.upstream``; changing it needs ``down.sh``
-first, since the two controllers' objects would otherwise mix in one cluster.
+plus ``config/worker-access`` for the manager's identity. So may the manager
+(``KindOptions.upstream_manager``, ``up.sh --upstream-manager``): upstream's
+MultiKueue then dispatches to workers running this project's controller,
+through the same Secrets, MultiKueueClusters and ready setup (they are
+upstream's API). The choice is kept in ``kind-configs/.state/<role>.upstream``;
+changing it needs ``down.sh`` first, since the two controllers' objects
+would otherwise mix in one cluster.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ NETWORK = "kind"
 #: The image the Jobs of the demo and of the e2e suite run on kind (a static busybox).
 JOB_IMAGE = o.JOB_IMAGE
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
+#: The integrations upstream Kueue enables on a manager of ours (``up.sh --upstream-manager``): the ones
+#: our workers serve (see :mod:`upstream` for why upstream's other defaults would make every worker inactive).
+UPSTREAM_MANAGER_FRAMEWORKS = ("batch/job",)
 CHECK = "multikueue-check"
 CONFIG = "multikueue-config"
 FLAVOR = "default-flavor"
@@ -94,6 +101,8 @@ class KindOptions:
     cpu: int = 4
     #: Workers that run upstream Kueue (:data:`upstream.VERSION`) instead of this project's controller.
     upstream_workers: tuple[str, ...] = ()
+    #: The manager runs upstream Kueue (its MultiKueue dispatches to the workers).
+    upstream_manager: bool = False
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.upstream_workers if r not in ROLES[1:]]
@@ -101,7 +110,12 @@ class KindOptions:
             raise DevEnvironmentError(f"--upstream-worker {unknown[0]!r} is not a worker; the workers are {', '.join(ROLES[1:])}")
 
     def runs_ours(self, role: str) -> bool:
-        return role not in self.upstream_workers
+        return role not in self.upstream_roles
+
+    @property
+    def upstream_roles(self) -> tuple[str, ...]:
+        """The roles that run upstream Kueue, manager first."""
+        return (("manager",) if self.upstream_manager else ()) + self.upstream_workers
 
 
 def kind(*args: str, timeout: float = 600) -> str:
@@ -161,8 +175,8 @@ def upstream_marker(role: str) -> Path:
 
 
 def upstream_roles() -> list[str]:
-    """The workers ``up`` gave upstream Kueue (their marker files)."""
-    return [role for role in ROLES[1:] if upstream_marker(role).exists()]
+    """The roles ``up`` gave upstream Kueue (their marker files), manager first."""
+    return [role for role in ROLES if upstream_marker(role).exists()]
 
 
 def create_clusters(options: KindOptions, roles: Sequence[str] = ROLES, log: Callable[[str], None] = print) -> None:
@@ -301,8 +315,8 @@ def up(options: KindOptions) -> None:
         if shutil.which(tool) is None:
             raise DevEnvironmentError(f"{tool} is not installed; kind-configs/up.sh installs what it needs, run it instead")
     source = None
-    if options.upstream_workers:
-        _log(f"upstream Kueue {upstream.VERSION} for {', '.join(options.upstream_workers)}: source, binary, image", started)
+    if options.upstream_roles:
+        _log(f"upstream Kueue {upstream.VERSION} for {', '.join(options.upstream_roles)}: source, binary, image", started)
         source = upstream.ensure_source()
         upstream.ensure_image(source)
     create_clusters(options, log=lambda m: _log(m, started))
@@ -311,13 +325,17 @@ def up(options: KindOptions) -> None:
     _log(f"loading {options.image} and {options.job_image} into the clusters", started)
     changed = load_images(options)
     ours = [role for role in ROLES if options.runs_ours(role)]
-    _log("installing config/default on the manager, config/worker on the workers", started)
+    _log(f"installing this project's controller on {', '.join(ours)} (config/default on the manager, config/worker on the workers)", started)
     install_controllers(ours)
-    for role in options.upstream_workers:
+    for role in options.upstream_roles:
         assert source is not None
-        _log(f"installing upstream Kueue's config/default and config/worker-access on {role}", started)
-        containers.install(kubeconfig_path(role), "worker-access")
-        upstream.install(kubeconfig_path(role), source)
+        if role == "manager":
+            _log(f"installing upstream Kueue's config/default on the manager (frameworks: {', '.join(UPSTREAM_MANAGER_FRAMEWORKS)})", started)
+            upstream.install(kubeconfig_path(role), source, frameworks=UPSTREAM_MANAGER_FRAMEWORKS)
+        else:
+            _log(f"installing upstream Kueue's config/default and config/worker-access on {role}", started)
+            containers.install(kubeconfig_path(role), "worker-access")
+            upstream.install(kubeconfig_path(role), source)
     if changed:
         _log(f"{options.image} changed since the last load: restarting the controllers of {', '.join(changed)}", started)
         restart_controllers(changed)
@@ -424,7 +442,7 @@ def e2e_controllers(directory: Path) -> list[KindController]:
     if upstream_roles():
         raise DevEnvironmentError(
             f"{', '.join(upstream_roles())} run(s) upstream Kueue: the e2e suite drives this project's controller "
-            "on every cluster; run kind-configs/down.sh and kind-configs/up.sh without --upstream-worker"
+            "on every cluster; run kind-configs/down.sh and kind-configs/up.sh without --upstream-worker or --upstream-manager"
         )
     controllers = []
     for role in ROLES:

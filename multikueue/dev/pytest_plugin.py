@@ -79,18 +79,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     need kwok's nodes and stages) are left out with ``--clusters kind``.
     Tests marked ``upstream_worker`` run only on kind clusters whose worker
     runs upstream Kueue (``kind-configs/up.sh --upstream-worker worker2``),
-    and there only they run: the others drive this project's controller on
-    every cluster (``hack/test.sh`` runs both kind set-ups).
+    those marked ``upstream_manager`` only on kind clusters whose manager
+    does (``up.sh --upstream-manager``), and on such clusters only they run:
+    the others drive this project's controller on every cluster
+    (``hack/test.sh`` runs the three kind set-ups).
     """
     on_kind = config.getoption("--clusters") == "kind"
-    upstream = on_kind and bool(kind.upstream_roles())
+    roles = kind.upstream_roles() if on_kind else []
+    wanted = "upstream_manager" if "manager" in roles else "upstream_worker" if roles else None
+
+    def upstream_marker(item: pytest.Item) -> str | None:
+        return next((m for m in ("upstream_worker", "upstream_manager") if item.get_closest_marker(m) is not None), None)
+
     drop: dict[str, Callable[[pytest.Item], bool] | None] = {
         "image": (lambda item: item.get_closest_marker("image") is not None)
         if "image" not in (config.getoption("markexpr") or "") and config.getoption("--controllers") != "image"
         else None,
         "local_clusters": (lambda item: item.get_closest_marker("local_clusters") is not None) if on_kind else None,
-        "upstream_worker": (lambda item: item.get_closest_marker("upstream_worker") is not None) if not upstream else None,
-        "ours_everywhere": (lambda item: item.get_closest_marker("upstream_worker") is None) if upstream else None,
+        "upstream_worker": (lambda item: upstream_marker(item) == "upstream_worker") if wanted != "upstream_worker" else None,
+        "upstream_manager": (lambda item: upstream_marker(item) == "upstream_manager") if wanted != "upstream_manager" else None,
+        "ours_everywhere": (lambda item: upstream_marker(item) is None) if wanted else None,
     }
     counts: dict[str, int] = {}
     for reason, dropped_if in drop.items():
@@ -109,7 +117,9 @@ _SUMMARY = {
     "local_clusters": "{} tests deselected on kind (they need the local control planes): run them without --clusters kind",
     "upstream_worker": "{} tests deselected (they need a worker running upstream Kueue): "
     "kind-configs/up.sh --upstream-worker worker2, then run them with --clusters kind",
-    "ours_everywhere": "{} tests deselected (a kind worker runs upstream Kueue; they need this project's controller "
+    "upstream_manager": "{} tests deselected (they need a manager running upstream Kueue): "
+    "kind-configs/up.sh --upstream-manager, then run them with --clusters kind",
+    "ours_everywhere": "{} tests deselected (a kind cluster runs upstream Kueue; they need this project's controller "
     "on every cluster): kind-configs/down.sh, kind-configs/up.sh, then run them with --clusters kind",
 }
 

@@ -16,7 +16,12 @@ worker here, where no image registry answers:
 4. **install**: upstream's own ``config/default`` rendered by kustomize with
    only the image replaced (and pulled ``IfNotPresent``: it is loaded into the
    nodes, not pulled). Upstream's Configuration, RBAC, webhooks and internal
-   certificates are used as shipped.
+   certificates are used as shipped, except on a MultiKueue manager
+   (``frameworks``): there upstream's ``integrations.frameworks`` is cut to
+   the ones the workers serve, because upstream's MultiKueue marks a worker
+   inactive (``ClientConnectionFailed: no matches for kind "MPIJob"``) unless
+   the worker has the CRD of every enabled framework with a MultiKueue
+   adapter, as its documentation asks of workers.
 
 Upstream's webhooks refuse Kueue objects until its certificates are in place,
 so :func:`install` waits for its Deployment to be ready.
@@ -25,16 +30,19 @@ so :func:`install` waits for its Deployment to be ready.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
+import yaml
 
 from multikueue.dev import containers
 from multikueue.dev.binaries import binaries_dir, find_go, go_build
@@ -54,6 +62,8 @@ NAMESPACE = "kueue-system"
 DEPLOYMENT = "kueue-controller-manager"
 #: The label of the image that records which archive it was built from.
 SOURCE_LABEL = "io.multikueue.upstream-kueue.sha256"
+#: The ConfigMap holding upstream's Configuration (``config/components/manager``, with the ``kueue-`` prefix).
+CONFIG_MAP = "kueue-manager-config"
 
 
 def thirdparty_dir() -> Path:
@@ -165,9 +175,31 @@ def ensure_image(source: Source, tag: str = IMAGE) -> str:
     return tag
 
 
-def kustomization(source: Source, image: str = IMAGE) -> str:
-    """The overlay of upstream's ``config/default``: its image, pulled only when not loaded already."""
+def manager_configuration(source: Source, frameworks: Sequence[str]) -> str:
+    """Upstream's shipped Configuration with ``integrations.frameworks`` replaced."""
+    path = source.root / "config" / "components" / "manager" / "controller_manager_config.yaml"
+    document = yaml.safe_load(path.read_text())
+    document.setdefault("integrations", {})["frameworks"] = list(frameworks)
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def kustomization(source: Source, image: str = IMAGE, frameworks: Sequence[str] | None = None) -> str:
+    """The overlay of upstream's ``config/default``: its image, pulled only when not loaded already.
+
+    With ``frameworks``, the Configuration's ``integrations.frameworks`` is
+    replaced by them (see the module docstring).
+    """
     name, _, tag = image.rpartition(":")
+    configuration = ""
+    if frameworks is not None:
+        ops = [{"op": "replace", "path": "/data/controller_manager_config.yaml", "value": manager_configuration(source, frameworks)}]
+        configuration = f"""\
+- target:
+    version: v1
+    kind: ConfigMap
+    name: {CONFIG_MAP}
+  patch: {json.dumps(json.dumps(ops))}
+"""
     return f"""\
 # Written by multikueue/dev/upstream.py: upstream Kueue {VERSION} as it ships, with the image built here.
 apiVersion: kustomize.config.k8s.io/v1beta1
@@ -188,20 +220,39 @@ patches:
     - op: replace
       path: /spec/template/spec/containers/0/imagePullPolicy
       value: IfNotPresent
-"""
+{configuration}"""
 
 
-def overlay(source: Source, image: str = IMAGE) -> Path:
+def overlay(source: Source, image: str = IMAGE, frameworks: Sequence[str] | None = None) -> Path:
     """Write :func:`kustomization` beside upstream's ``config/default`` (kustomize reads bases by relative path)."""
-    folder = source.root / "config" / "multikueue-overlay"
+    folder = source.root / "config" / ("multikueue-overlay" if frameworks is None else "multikueue-overlay-manager")
     folder.mkdir(exist_ok=True)
-    (folder / "kustomization.yaml").write_text(kustomization(source, image))
+    (folder / "kustomization.yaml").write_text(kustomization(source, image, frameworks))
     return folder
 
 
-def install(kubeconfig: Path, source: Source, image: str = IMAGE, timeout: int = 300) -> None:
-    """Apply upstream's manifests and wait until its manager (and so its webhooks) is ready."""
-    containers.kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(overlay(source, image)), timeout=300)
+def install(
+    kubeconfig: Path, source: Source, image: str = IMAGE, timeout: int = 300, frameworks: Sequence[str] | None = None
+) -> None:
+    """Apply upstream's manifests and wait until its manager (and so its webhooks) is ready.
+
+    ``frameworks``: the integrations a MultiKueue manager enables (the
+    Configuration is then changed, and the Deployment restarted when it was
+    running with another one).
+    """
+    changed = frameworks is not None and _applied_configuration(kubeconfig) not in (None, manager_configuration(source, frameworks))
+    containers.kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(overlay(source, image, frameworks)), timeout=300)
+    if changed:
+        containers.kubectl(kubeconfig, "-n", NAMESPACE, "rollout", "restart", f"deployment/{DEPLOYMENT}")
     containers.kubectl(
         kubeconfig, "-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}s", timeout=timeout + 30
     )
+
+
+def _applied_configuration(kubeconfig: Path) -> str | None:
+    """The Configuration text in the cluster's ConfigMap, ``None`` when not installed yet."""
+    try:
+        out = containers.kubectl(kubeconfig, "-n", NAMESPACE, "get", "configmap", CONFIG_MAP, "-o", "json")
+    except containers.ContainerError:
+        return None
+    return str((json.loads(out).get("data") or {}).get("controller_manager_config.yaml", ""))

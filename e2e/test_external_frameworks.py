@@ -26,6 +26,7 @@ from multikueue.dev import objects as o
 from multikueue.dev import wiring
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters, reference_dir
+from multikueue.dev.scenarios import WIDGET, WIDGET_CRD, WIDGET_ENTRY, WIDGET_RBAC, widget
 from multikueue.dev.paths import source_checkout
 
 pytestmark = pytest.mark.e2e
@@ -34,47 +35,6 @@ MANAGED_BY = "kueue.x-k8s.io/multikueue"
 CONFIG_MAP = "multikueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
 PR = ("tekton.dev", "v1", "pipelineruns")
-WIDGET = ("example.com", "v1alpha1", "widgets")
-
-WIDGET_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "versions": [
-            {
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
-
-#: Our extended entry for the Widget: managedBy at a non-default path, pod sets from CEL, nested conditions.
-WIDGET_ENTRY: dict[str, Any] = {
-    "name": "Widget.v1alpha1.example.com",
-    "managedBy": "$.spec.control.managedBy",
-    "workload": {"podSets": '[{"name": "main", "count": object.spec.size, "requests": {"cpu": "1"}}]'},
-    "creationPatches": ['{"metadata": {"annotations": {"example.com/copied-from": object.metadata.name}}}'],
-    "statusSync": ["$.status"],
-    "finished": 'has(object.status) && has(object.status.report) && object.status.report.conditions.exists(c, c.type == "Done" && c.status == "True")',
-    "succeeded": 'object.status.report.conditions.exists(c, c.type == "Done" && c.reason == "Built")',
-}
-
 
 def catalog_entry(name: str) -> dict[str, Any]:
     return yaml.safe_load((source_checkout() / "adapters" / name).read_text())
@@ -114,23 +74,6 @@ def set_frameworks(clusters: Clusters, entries: list[dict[str, Any]] | None, *, 
             document = text
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG_MAP, "namespace": wiring.CONTROLLER_NAMESPACE}, "data": {CONFIG_KEY: document}}
         wiring.apply(api, [body])
-
-
-#: The controller's own rules on the Widget kind, aggregated into its role as an admin adds them for a
-#: kind of their own (config/rbac/external_frameworks_role.yaml). The manager's access on the workers
-#: is granted by the test that needs it (grant_widgets).
-WIDGET_RBAC = [
-    {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": "e2e-widgets-controller", "labels": {"multikueue.x-k8s.io/aggregate-to-manager": "true"}},
-        "rules": [
-            {"apiGroups": [WIDGET[0]], "resources": [WIDGET[2]], "verbs": ["list", "watch", "patch"]},
-            {"apiGroups": [WIDGET[0]], "resources": [f"{WIDGET[2]}/status"], "verbs": ["patch"]},
-            {"apiGroups": [WIDGET[0]], "resources": [f"{WIDGET[2]}/finalizers"], "verbs": ["update"]},
-        ],
-    },
-]
 
 
 @pytest.fixture(scope="module")
@@ -285,15 +228,6 @@ def test_catalog_entry_dispatches_a_pipelinerun_with_no_external_controller(
     finished = o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", wl["metadata"]["name"], ns), "Finished"), 60, what="manager Workload Finished")
     assert finished["reason"] == "Succeeded"
     o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns, "ours", wl["metadata"]["name"]), 60, what="worker copies removed")
-
-
-def widget(ns: str, name: str, size: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "example.com/v1alpha1",
-        "kind": "Widget",
-        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
-        "spec": {"size": size, "control": {"managedBy": MANAGED_BY, "color": "blue"}},
-    }
 
 
 def grant_widgets(clusters: Clusters) -> None:

@@ -108,3 +108,74 @@ class PodWatch:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+# --- a kind of the tests' own, dispatched through an external-framework entry ----------------------
+
+#: The Widget kind: (group, version, plural).
+WIDGET = ("example.com", "v1alpha1", "widgets")
+
+WIDGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+#: Our extended entry for the Widget: managedBy at a non-default path, pod sets from CEL, nested conditions.
+WIDGET_ENTRY: dict[str, Any] = {
+    "name": "Widget.v1alpha1.example.com",
+    "managedBy": "$.spec.control.managedBy",
+    "workload": {"podSets": '[{"name": "main", "count": object.spec.size, "requests": {"cpu": "1"}}]'},
+    "creationPatches": ['{"metadata": {"annotations": {"example.com/copied-from": object.metadata.name}}}'],
+    "statusSync": ["$.status"],
+    "finished": 'has(object.status) && has(object.status.report) && object.status.report.conditions.exists(c, c.type == "Done" && c.status == "True")',
+    "succeeded": 'object.status.report.conditions.exists(c, c.type == "Done" && c.reason == "Built")',
+}
+
+
+def widget(ns: str, name: str, size: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "example.com/v1alpha1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {"size": size, "control": {"managedBy": MANAGED_BY, "color": "blue"}},
+    }
+
+
+#: The controller's own rules on the Widget kind, aggregated into its role as an admin adds them for a
+#: kind of their own (config/rbac/external_frameworks_role.yaml). The manager's access on the workers
+#: is granted by the test that needs it (grant_widgets).
+WIDGET_RBAC = [
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "e2e-widgets-controller", "labels": {"multikueue.x-k8s.io/aggregate-to-manager": "true"}},
+        "rules": [
+            {"apiGroups": [WIDGET[0]], "resources": [WIDGET[2]], "verbs": ["list", "watch", "patch"]},
+            {"apiGroups": [WIDGET[0]], "resources": [f"{WIDGET[2]}/status"], "verbs": ["patch"]},
+            {"apiGroups": [WIDGET[0]], "resources": [f"{WIDGET[2]}/finalizers"], "verbs": ["update"]},
+        ],
+    },
+]

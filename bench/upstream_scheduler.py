@@ -14,7 +14,7 @@ each), and prints the summary with the controller's CPU seconds and peak RSS.
     python bench/upstream_scheduler.py --cohorts 1
 
 Figures depend on the machine (a ratio against upstream needs upstream's
-``minimalkueue`` run on the same machine, which issue 16 asks for).
+``minimalkueue`` run on the same machine: ``bench/scalability.py``).
 """
 
 from __future__ import annotations
@@ -28,38 +28,13 @@ import time
 from pathlib import Path
 
 import yaml
+from _perf import ensure_runner, generator, proc_stat
 
 from multikueue.dev import upstream, wiring
-from multikueue.dev.binaries import binaries_dir, ensure_binaries, find_go, go_build
+from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import free_base_port
-
-GENERATOR = Path("test/performance/scheduler/configs/baseline/generator.yaml")
-
-
-def ensure_runner(source: upstream.Source) -> Path:
-    target = binaries_dir() / f"kueue-perf-runner-{upstream.VERSION}-{source.short}"
-    if not target.is_file():
-        tmp = target.parent / (target.name + ".tmp")
-        print(f"--- building upstream's scheduler perf runner ({upstream.VERSION}; a few minutes the first time)", flush=True)
-        go_build(
-            find_go(),
-            ["build", "-mod=vendor", "-trimpath", "-o", str(tmp), "./test/performance/scheduler/runner"],
-            source.root,
-            {**os.environ, "CGO_ENABLED": "0"},
-            "upstream's scheduler perf runner",
-        )
-        tmp.replace(target)
-    return target
-
-
-def proc_stat(pid: int) -> tuple[float, int]:
-    """(CPU seconds, peak RSS in KiB) of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    peak = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmHWM:"))
-    return cpu, peak
 
 
 def main() -> int:
@@ -71,14 +46,12 @@ def main() -> int:
 
     source = upstream.ensure_source()
     runner = ensure_runner(source)
-    generator = yaml.safe_load((source.root / GENERATOR).read_text())
-    for cohort in generator["cohorts"]:
-        cohort["count"] = args.cohorts
+    config = generator(source, "baseline", args.cohorts)
     binaries = ensure_binaries().binaries
     with tempfile.TemporaryDirectory(prefix="upstream-scheduler-") as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        (work / "generator.yaml").write_text(yaml.safe_dump(generator))
+        (work / "generator.yaml").write_text(yaml.safe_dump(config))
         (work / "out").mkdir(exist_ok=True)
         options = ClusterSetOptions(
             name="perf", workers=0, full=False, base_port=free_base_port(1), directory=Path(tmp) / "clusters", wire=False

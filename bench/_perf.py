@@ -1,0 +1,374 @@
+"""Shared parts of the benchmarks that run upstream Kueue's scheduler perf runner.
+
+``bench/upstream_scheduler.py`` (our controller alone) and
+``bench/scalability.py`` (upstream's ``minimalkueue`` against ours) both use:
+
+- the builds from upstream's source archive (Kueue v0.19.2, see
+  ``multikueue/dev/upstream.py``), cached under the archive's checksum: the
+  runner (``test/performance/scheduler/runner``) and ``minimalkueue``
+  (``test/performance/scheduler/minimalkueue``), the latter also with its
+  hard-coded client limit raised (a ``go build -overlay`` that swaps in a copy
+  of ``main.go`` with the two numbers changed; the unpacked source is not
+  touched);
+- the generator files (upstream's, with the cohort count changed);
+- ``/proc`` readings of a process (CPU seconds, peak RSS);
+- the parsing of what the runner leaves (``summary.yaml``, ``wlStates.csv``,
+  its log) and of the Workloads' conditions into one row per run, and the
+  side-by-side table with ratios. These parts are pure (unit-tested in
+  ``tests/bench/test_perf.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from multikueue.dev import upstream
+from multikueue.dev.binaries import binaries_dir, find_go, go_build
+
+RUNNER_PACKAGE = "./test/performance/scheduler/runner"
+MINIMALKUEUE_PACKAGE = "./test/performance/scheduler/minimalkueue"
+MINIMALKUEUE_MAIN = Path("test/performance/scheduler/minimalkueue/main.go")
+#: minimalkueue's client limit as shipped (``kubeConfig.QPS = 50``, ``kubeConfig.Burst = 100``) and raised.
+SHIPPED_LIMIT = (50, 100)
+RAISED_LIMIT = (1000, 2000)
+GENERATORS = {
+    "baseline": Path("test/performance/scheduler/configs/baseline/generator.yaml"),
+    "large-scale": Path("test/performance/scheduler/configs/large-scale/generator.yaml"),
+}
+CLASSES = ("small", "medium", "large")
+CONFLICT = "object has been modified"
+
+
+# -- builds -------------------------------------------------------------------
+
+
+def _build(source: upstream.Source, target: Path, package: str, what: str, extra: Sequence[str] = ()) -> Path:
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / (target.name + ".tmp")
+    print(f"--- building {what} ({upstream.VERSION}; a few minutes the first time)", flush=True)
+    go_build(
+        find_go(),
+        ["build", "-mod=vendor", "-trimpath", *extra, "-o", str(tmp), package],
+        source.root,
+        {**os.environ, "CGO_ENABLED": "0"},
+        what,
+    )
+    tmp.replace(target)
+    return target
+
+
+def ensure_runner(source: upstream.Source) -> Path:
+    target = binaries_dir() / f"kueue-perf-runner-{upstream.VERSION}-{source.short}"
+    return _build(source, target, RUNNER_PACKAGE, "upstream's scheduler perf runner")
+
+
+def raise_client_limit(main_go: str, limit: tuple[int, int] = RAISED_LIMIT) -> str:
+    """minimalkueue's ``main.go`` with its hard-coded ``kubeConfig.QPS``/``Burst`` replaced (both must be found)."""
+    qps, burst = SHIPPED_LIMIT
+    old = (f"kubeConfig.QPS = {qps}\n", f"kubeConfig.Burst = {burst}\n")
+    if not all(main_go.count(line) == 1 for line in old):
+        raise ValueError(f"minimalkueue's main.go no longer sets {old[0].strip()} / {old[1].strip()} once each")
+    return main_go.replace(old[0], f"kubeConfig.QPS = {limit[0]}\n").replace(old[1], f"kubeConfig.Burst = {limit[1]}\n")
+
+
+def ensure_minimalkueue(source: upstream.Source, raised: bool = False) -> Path:
+    """Upstream's minimalkueue, as shipped or with its client limit raised to :data:`RAISED_LIMIT`."""
+    kind = "minimalkueue-raised" if raised else "minimalkueue"
+    target = binaries_dir() / f"kueue-{kind}-{upstream.VERSION}-{source.short}"
+    if target.is_file() or not raised:
+        return _build(source, target, MINIMALKUEUE_PACKAGE, "upstream's minimalkueue")
+    scratch = binaries_dir() / f".{kind}-overlay"
+    scratch.mkdir(parents=True, exist_ok=True)
+    original = source.root / MINIMALKUEUE_MAIN
+    (scratch / "main.go").write_text(raise_client_limit(original.read_text()))
+    (scratch / "overlay.json").write_text(json.dumps({"Replace": {str(original): str(scratch / "main.go")}}))
+    what = f"upstream's minimalkueue with its client limit raised to {RAISED_LIMIT[0]} QPS / burst {RAISED_LIMIT[1]}"
+    return _build(source, target, MINIMALKUEUE_PACKAGE, what, [f"-overlay={scratch / 'overlay.json'}"])
+
+
+def upstream_crds(source: upstream.Source) -> list[dict[str, Any]]:
+    """Upstream's own CRDs (``config/components/crd/bases``), as minimalkueue expects them."""
+    bases = source.root / "config" / "components" / "crd" / "bases"
+    return [yaml.safe_load(p.read_text()) for p in sorted(bases.glob("*.yaml"))]
+
+
+def generator(source: upstream.Source, name: str, cohorts: int | None) -> dict[str, Any]:
+    """A generator file: upstream's ``baseline`` / ``large-scale`` or a path; ``cohorts`` overrides each cohort set's count."""
+    path = source.root / GENERATORS[name] if name in GENERATORS else Path(name)
+    config: dict[str, Any] = yaml.safe_load(path.read_text())
+    if cohorts is not None:
+        for cohort in config["cohorts"]:
+            cohort["count"] = cohorts
+    return config
+
+
+def workload_count(config: Mapping[str, Any]) -> int:
+    return sum(
+        c["count"] * q["count"] * s["count"] * len(s["workloads"])
+        for c in config["cohorts"]
+        for q in c["queuesSets"]
+        for s in q["workloadsSets"]
+    )
+
+
+def quota_demand(config: Mapping[str, Any]) -> int:
+    """The quota-time the Workloads need (mCPU·ms: request × runtime summed), the floor of the runner's ``cpuUsed``."""
+    return sum(
+        c["count"] * q["count"] * s["count"] * w["request"] * 1000 * w["runtimeMs"]
+        for c in config["cohorts"]
+        for q in c["queuesSets"]
+        for s in q["workloadsSets"]
+        for w in s["workloads"]
+    )
+
+
+# -- processes ------------------------------------------------------------------
+
+
+def proc_stat(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS in KiB) of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    peak = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmHWM:"))
+    return cpu, peak
+
+
+# -- parsing (pure) ---------------------------------------------------------------
+
+
+def admission_ms(summary: Mapping[str, Any]) -> dict[str, float]:
+    """Average time to admission per Workload class (the runner's ``averageTimeToAdmissionMs``)."""
+    return {name: float(c.get("averageTimeToAdmissionMs", 0)) for name, c in (summary.get("workloadClasses") or {}).items()}
+
+
+def evictions(summary: Mapping[str, Any]) -> int:
+    return sum(int(c.get("totalEvictions", 0)) for c in (summary.get("workloadClasses") or {}).values())
+
+
+def quota_time(summary: Mapping[str, Any]) -> int:
+    """Quota-time held (mCPU·ms), the runner's ``cpuUsed`` summed over the ClusterQueue classes."""
+    return sum(int(c.get("cpuUsed", 0)) for c in (summary.get("clusterQueueClasses") or {}).values())
+
+
+def workload_rows(csv_text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(csv_text)))
+
+
+def finished(rows: Iterable[Mapping[str, str]]) -> tuple[int, int]:
+    """(finished, total) Workloads in ``wlStates.csv`` (``ms to finish`` 0: never finished while recorded)."""
+    rows = list(rows)
+    return sum(1 for r in rows if int(r["ms to finish"]) > 0), len(rows)
+
+
+def median_admission_to_finish_ms(rows: Iterable[Mapping[str, str]], workload_class: str = "small") -> float | None:
+    """Median of ``ms to finish`` − ``ms to admitted`` over the finished Workloads of a class.
+
+    The runner records the last admission and the first finish, both from the
+    Workload's first event, so for an evicted and readmitted Workload this is
+    from its last admission."""
+    spans = [
+        int(r["ms to finish"]) - int(r["ms to admitted"])
+        for r in rows
+        if r["class name"] == workload_class and int(r["ms to finish"]) > 0
+    ]
+    return float(statistics.median(spans)) if spans else None
+
+
+def conflicts(runner_log: str) -> int:
+    """Update conflicts the runner met (its reconciler logs the error of each failed write)."""
+    return runner_log.count(CONFLICT)
+
+
+#: Upstream's preemption messages (``HumanReadablePreemptionReasons``), longest first, to their reasons.
+PREEMPTION_MESSAGES = (
+    ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
+    ("reclamation within the cohort", "InCohortReclamation"),
+    ("Fair Sharing within the cohort", "InCohortFairSharing"),
+    ("prioritization in the ClusterQueue", "InClusterQueue"),
+)
+
+
+def eviction_reasons(workloads: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """Why Workloads were last evicted, one count per Workload ever evicted.
+
+    The ``Preempted`` condition's reason (InClusterQueue, InCohortReclamation,
+    ...) while it is True; once the Workload is readmitted upstream turns it
+    False with reason ``QuotaReserved`` and message ``Previously: <message>``,
+    so the reason is read back from upstream's wording of the message. Without
+    a ``Preempted`` condition, the ``Evicted`` condition's reason
+    (``Evicted/<reason>``; ``Evicted/earlier`` once reset). Only the latest
+    eviction of each Workload is visible this way (the runner's count is the total)."""
+    reasons: Counter[str] = Counter()
+    for wl in workloads:
+        conditions = {c.get("type"): c for c in (wl.get("status") or {}).get("conditions") or []}
+        preempted, evicted = conditions.get("Preempted"), conditions.get("Evicted")
+        if preempted is not None and preempted.get("status") == "True":
+            reasons[str(preempted.get("reason") or "unknown")] += 1
+        elif preempted is not None:
+            message = str(preempted.get("message") or "")
+            reasons[next((reason for text, reason in PREEMPTION_MESSAGES if f"due to {text}" in message), "Preempted/earlier")] += 1
+        elif evicted is not None and evicted.get("status") == "True":
+            reasons[f"Evicted/{evicted.get('reason') or 'unknown'}"] += 1
+        elif evicted is not None:
+            reasons["Evicted/earlier"] += 1
+    return reasons
+
+
+@dataclass
+class Run:
+    """One run's figures (``None``: not measured)."""
+
+    system: str
+    wall_s: float
+    admission_ms: dict[str, float]
+    admission_to_finish_ms: float | None
+    evictions: int
+    eviction_reasons: dict[str, int]
+    conflicts: int
+    quota_time: int
+    controller_cpu_s: float
+    controller_peak_mib: float
+    apiserver_cpu_s: float
+    finished: int = 0
+    workloads: int = 0
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    stop_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_run(
+    system: str,
+    summary_yaml: str,
+    wl_csv: str,
+    runner_log: str,
+    workloads: Iterable[Mapping[str, Any]],
+    *,
+    wall_s: float,
+    controller_cpu_s: float,
+    controller_peak_kib: int,
+    apiserver_cpu_s: float,
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    stop_s: float | None = None,
+) -> Run:
+    summary = yaml.safe_load(summary_yaml) or {}
+    rows = workload_rows(wl_csv)
+    done, total = finished(rows)
+    return Run(
+        system=system,
+        wall_s=wall_s,
+        admission_ms=admission_ms(summary),
+        admission_to_finish_ms=median_admission_to_finish_ms(rows),
+        evictions=evictions(summary),
+        eviction_reasons=dict(eviction_reasons(workloads)),
+        conflicts=conflicts(runner_log),
+        quota_time=quota_time(summary),
+        controller_cpu_s=controller_cpu_s,
+        controller_peak_mib=controller_peak_kib / 1024,
+        apiserver_cpu_s=apiserver_cpu_s,
+        finished=done,
+        workloads=total,
+        load=load,
+        stop_s=stop_s,
+    )
+
+
+# -- the table (pure) -------------------------------------------------------------
+
+
+def ratio(ours: float | None, theirs: float | None) -> str:
+    """``ours / theirs`` to two decimals (three significant digits above 10); ``–`` when either is missing or theirs is 0."""
+    if ours is None or theirs is None or theirs == 0:
+        return "–"
+    r = ours / theirs
+    return f"{r:.2f}" if r < 10 else f"{r:.3g}" if r < 1000 else f"{r:.0f}"
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if abs(value) >= 1e7:
+        return f"{value:.2e}"
+    return f"{value:,.{digits}f}"
+
+
+def _spread(values: Sequence[float | None], digits: int) -> str:
+    present = [v for v in values if v is not None]
+    if not present:
+        return "–"
+    mean = _num(statistics.fmean(present), digits)
+    if len(present) == 1 or min(present) == max(present):
+        return mean
+    return f"{mean} ({_num(min(present), digits)}–{_num(max(present), digits)})"
+
+
+#: (label, how to read one run's figure, digits)
+FIGURES: list[tuple[str, Any, int]] = [
+    ("wall time (s)", lambda r: r.wall_s, 0),
+    *[(f"average time to admission, {c} (s)", (lambda c: lambda r: r.admission_ms.get(c, 0) / 1000)(c), 1) for c in CLASSES],
+    ("median time from admission to finish, small (s)", lambda r: None if r.admission_to_finish_ms is None else r.admission_to_finish_ms / 1000, 2),
+    ("evictions (runner's count)", lambda r: r.evictions, 0),
+    ('"object has been modified" conflicts seen by the runner', lambda r: r.conflicts, 0),
+    ("quota-time held (runner's cpuUsed, mCPU·ms)", lambda r: r.quota_time, 0),
+    ("controller CPU seconds", lambda r: r.controller_cpu_s, 1),
+    ("controller peak RSS (MiB)", lambda r: r.controller_peak_mib, 0),
+    ("apiserver CPU seconds", lambda r: r.apiserver_cpu_s, 1),
+    ("Workloads finished", lambda r: r.finished, 0),
+]
+
+
+def table(runs: Sequence[Run], systems: Sequence[str], ours: str = "ours") -> str:
+    """The side-by-side table: the mean of each system's runs (min–max when they differ) and ours / each other system."""
+    by_system = {s: [r for r in runs if r.system == s] for s in systems}
+    others = [s for s in systems if s != ours and by_system[s]]
+    header = ["figure", *systems, *(f"{ours} / {s}" for s in others if ours in systems)]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for label, read, digits in FIGURES:
+        cells = [label]
+        for s in systems:
+            cells.append(_spread([read(r) for r in by_system[s]], digits))
+        if ours in systems:
+            mine = _mean([read(r) for r in by_system[ours]])
+            for s in others:
+                cells.append(ratio(mine, _mean([read(r) for r in by_system[s]])))
+        lines.append("| " + " | ".join(cells) + " |")
+    reasons = ["eviction reasons (Workloads' Preempted/Evicted conditions, summed over runs)"]
+    for s in systems:
+        total: Counter[str] = Counter()
+        for r in by_system[s]:
+            total.update(r.eviction_reasons)
+        reasons.append(", ".join(f"{k} {v}" for k, v in sorted(total.items())) or "none")
+    reasons += [""] * (len(header) - len(reasons))
+    lines.append("| " + " | ".join(reasons) + " |")
+    return "\n".join(lines)
+
+
+def run_line(run: Run) -> str:
+    """One line per run, printed as it ends."""
+    adm = " / ".join(f"{run.admission_ms.get(c, 0) / 1000:.1f}" for c in CLASSES)
+    a2f = "–" if run.admission_to_finish_ms is None else f"{run.admission_to_finish_ms / 1000:.2f}"
+    stop = "" if run.stop_s is None else f", stopped in {run.stop_s:.1f} s"
+    return (
+        f"{run.system}: wall {run.wall_s:.0f} s, admission {adm} s, small admission→finish {a2f} s, "
+        f"evictions {run.evictions} {dict(run.eviction_reasons) or ''}, conflicts {run.conflicts}, "
+        f"quota-time {run.quota_time:.3g}, controller CPU {run.controller_cpu_s:.1f} s / peak {run.controller_peak_mib:.0f} MiB, "
+        f"apiserver CPU {run.apiserver_cpu_s:.1f} s, finished {run.finished}/{run.workloads}, "
+        f"load {' '.join(f'{x:.1f}' for x in run.load)}{stop}"
+    )

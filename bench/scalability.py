@@ -1,0 +1,276 @@
+"""Upstream Kueue's scheduler scalability test, upstream's controller against ours, side by side.
+
+For each run a fresh local apiserver (the project's Go-built control plane,
+``--apiserver-only``), one controller under test, and upstream's perf runner
+(``test/performance/scheduler/runner`` of Kueue v0.19.2) with a generator file:
+the runner creates the cohorts, ClusterQueues (``withinClusterQueue:
+LowerPriority``, ``reclaimWithinCohort: Any``), LocalQueues and Workloads,
+marks each admitted Workload finished after its ``runtimeMs``, and writes its
+summary. The systems, run in turn (A/B/C, A/B/C, ... for ``--runs``):
+
+- ``upstream``: upstream's ``minimalkueue`` (its scheduler and core
+  controllers, ``test/performance/scheduler/minimalkueue``) as shipped, with
+  upstream's CRDs on the apiserver; its client is hard-coded to 50 QPS / burst 100;
+- ``upstream-raised``: the same built with that limit raised to 1000 QPS /
+  burst 2000 (``go build -overlay`` with a copy of its ``main.go`` where only
+  those two numbers differ);
+- ``ours``: ``multikueue run --role manager`` with this project's CRDs.
+
+Both minimalkueue builds and the runner come from ``../shared/thirdparty/kueue-v0.19.2.tar.gz``
+(``go build -mod=vendor``, cached under the archive's checksum). Printed: a
+line per run, then the table of means (min–max when runs differ) with ratios
+ours / each upstream build: wall time, average time to admission per
+Workload class, median time from admission to finish of small Workloads
+(from the runner's ``wlStates.csv``), evictions (the runner's count, and the
+reasons from the Workloads' Preempted conditions after the run),
+"object has been modified" conflicts in the runner's log, quota-time held
+(the runner's ``cpuUsed``), controller CPU seconds and peak RSS, apiserver CPU
+seconds (both from /proc over the runner's lifetime).
+
+    python bench/scalability.py --generator baseline-1cohort            # 6 ClusterQueues, 3,000 Workloads
+    python bench/scalability.py --generator baseline --runs 2           # upstream's full baseline, 15,000
+    python bench/scalability.py --systems upstream-raised,ours --not-after 08:35
+
+The load average is printed with each run: on a shared machine compare runs
+made under similar load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from _perf import (
+    RAISED_LIMIT,
+    SHIPPED_LIMIT,
+    Run,
+    ensure_minimalkueue,
+    ensure_runner,
+    generator,
+    parse_run,
+    proc_stat,
+    quota_demand,
+    run_line,
+    table,
+    upstream_crds,
+    workload_count,
+)
+from kubernetes import client
+
+from multikueue.dev import upstream, wiring
+from multikueue.dev.binaries import Binaries, ensure_binaries
+from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
+from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.process import ManagedProcess, spawn
+from multikueue.dev.pytest_plugin import free_base_port
+
+SYSTEMS = ("upstream", "upstream-raised", "ours")
+#: Named generators: (upstream's file, cohort count or None for the file's own).
+NAMED = {"baseline-1cohort": ("baseline", 1), "baseline": ("baseline", None), "large-scale": ("large-scale", None)}
+
+
+class Controller:
+    """The controller under test: a minimalkueue binary or our ``multikueue run``."""
+
+    def __init__(self, system: str, binary: Path | None, kubeconfig: Path, log: Path) -> None:
+        self.system, self.binary, self.kubeconfig, self.log = system, binary, kubeconfig, log
+        self.ours: ControllerProcess | None = None
+        self.process: ManagedProcess | None = None
+
+    def start(self) -> int:
+        if self.binary is None:
+            self.ours = ControllerProcess("perf", self.kubeconfig, "manager", self.log).start()
+            assert self.ours.process is not None
+            return self.ours.process.pid
+        # minimalkueue has no probe; its informers sync in a second or two, the runner's
+        # generator creates the queues first (upstream's runner starts it the same way).
+        self.process = spawn(f"perf/{self.system}", [str(self.binary), "--kubeconfig", str(self.kubeconfig)], self.log)
+        time.sleep(3)
+        if not self.process.alive():
+            raise RuntimeError(f"{self.system} exited at start:\n{self.process.log_tail()}")
+        return self.process.pid
+
+    def stop(self) -> float:
+        """Seconds from SIGTERM to exit (SIGKILL after 20 s)."""
+        started = time.monotonic()
+        if self.ours is not None:
+            self.ours.stop()
+        elif self.process is not None:
+            self.process.stop(timeout=20)
+        return time.monotonic() - started
+
+
+def list_workloads(api: client.ApiClient) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = client.CustomObjectsApi(api).list_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "workloads"
+    )["items"]
+    return items
+
+
+def one_run(
+    system: str,
+    index: int,
+    *,
+    source: upstream.Source,
+    runner: Path,
+    binary: Path | None,
+    binaries: Binaries,
+    generator_file: Path,
+    timeout: str,
+    work: Path,
+) -> Run:
+    out = work / f"{index:02d}-{system}"
+    out.mkdir(parents=True, exist_ok=True)
+    options = ClusterSetOptions(
+        name=f"perf-{index}",
+        workers=0,
+        full=False,
+        base_port=free_base_port(1),
+        directory=out / "cluster",
+        wire=False,
+        install_crds=binary is None,
+    )
+    clusters = ClusterSet.plan(options)
+    clusters.up(options, binaries)
+    controller = Controller(system, binary, clusters.manager.kubeconfig_path, out / "controller.log")
+    try:
+        api = clusters.api(clusters.manager)
+        if binary is None:
+            wiring.ensure_namespace(api, wiring.CONTROLLER_NAMESPACE)
+        else:
+            wiring.install_crds(api, upstream_crds(source))
+        apiserver = next(p for p in clusters.manager.processes if p.name.endswith("/kube-apiserver"))
+        pid = controller.start()
+        load = os.getloadavg()
+        cpu_before, _ = proc_stat(pid)
+        api_before, _ = proc_stat(apiserver.pid)
+        started = time.monotonic()
+        with (out / "runner.log").open("w") as log:
+            result = subprocess.run(
+                [str(runner), "-o", str(out), "-generatorConfig", str(generator_file), "-timeout", timeout],
+                # The runner's test helpers look for the Kueue checkout (PROJECT_DIR/.. or a Makefile above the cwd).
+                cwd=source.root,
+                env={**os.environ, "KUBECONFIG": str(clusters.manager.kubeconfig_path)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        wall = time.monotonic() - started
+        cpu_after, peak = proc_stat(pid)
+        api_after, _ = proc_stat(apiserver.pid)
+        workloads = list_workloads(api)
+        stop_s = controller.stop()
+    finally:
+        controller.stop()
+        clusters.down()
+    runner_log = (out / "runner.log").read_text(errors="replace")
+    if result.returncode != 0 or not (out / "summary.yaml").is_file():
+        tail = "\n".join(runner_log.splitlines()[-20:])
+        raise RuntimeError(f"the runner failed against {system} (exit {result.returncode}); last lines:\n{tail}")
+    return parse_run(
+        system,
+        (out / "summary.yaml").read_text(),
+        (out / "wlStates.csv").read_text(),
+        runner_log,
+        workloads,
+        wall_s=wall,
+        controller_cpu_s=cpu_after - cpu_before,
+        controller_peak_kib=peak,
+        apiserver_cpu_s=api_after - api_before,
+        load=load,
+        stop_s=stop_s,
+    )
+
+
+def not_after(text: str) -> dt.datetime:
+    """``HH:MM`` (UTC, today) or an ISO time."""
+    now = dt.datetime.now(dt.UTC)
+    if len(text) <= 5:
+        hour, minute = (int(x) for x in text.split(":"))
+        return now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    parsed = dt.datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--generator", default="baseline-1cohort", help=f"{', '.join(NAMED)}, or a generator file")
+    parser.add_argument("--cohorts", type=int, help="override the generator's cohort count")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, run in this order each round ({', '.join(SYSTEMS)})")
+    parser.add_argument("--runs", type=int, default=1, help="rounds (each system once per round)")
+    parser.add_argument("--timeout", default="15m", help="the runner's maximum record time")
+    parser.add_argument("--not-after", type=not_after, metavar="HH:MM", help="start no run that could end after this time (UTC)")
+    parser.add_argument("--keep", metavar="DIR", help="keep each run's output, logs and clusters' logs here")
+    parser.add_argument("--json", metavar="FILE", help="also write every run's figures here")
+    args = parser.parse_args()
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if unknown := [s for s in systems if s not in SYSTEMS]:
+        parser.error(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
+
+    source = upstream.ensure_source()
+    runner = ensure_runner(source)
+    builds: dict[str, Path | None] = {
+        "upstream": ensure_minimalkueue(source) if "upstream" in systems else None,
+        "upstream-raised": ensure_minimalkueue(source, raised=True) if "upstream-raised" in systems else None,
+        "ours": None,
+    }
+    name, cohorts = NAMED.get(args.generator, (args.generator, None))
+    config = generator(source, name, args.cohorts if args.cohorts is not None else cohorts)
+    binaries = ensure_binaries().binaries
+    print(
+        f"generator {args.generator}: {sum(c['count'] for c in config['cohorts'])} cohort(s), "
+        f"{workload_count(config):,} Workloads needing {quota_demand(config):.3g} mCPU·ms of quota-time; systems {', '.join(systems)}, {args.runs} round(s)\n"
+        f"upstream = minimalkueue {upstream.VERSION} as shipped (client {SHIPPED_LIMIT[0]} QPS / burst {SHIPPED_LIMIT[1]}); "
+        f"upstream-raised = the same with that hard-coded limit raised to {RAISED_LIMIT[0]} QPS / burst {RAISED_LIMIT[1]} "
+        "(a copy of its main.go with those two numbers changed, go build -overlay)",
+        flush=True,
+    )
+    runs: list[Run] = []
+    longest = 0.0
+    with tempfile.TemporaryDirectory(prefix="scalability-") as tmp:
+        work = Path(args.keep) if args.keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        generator_file = work / "generator.yaml"
+        generator_file.write_text(yaml.safe_dump(config))
+        index = 0
+        for round_ in range(args.runs):
+            for system in systems:
+                index += 1
+                # Set-up and teardown take under a minute; an unknown run is given the runner's timeout.
+                budget = (longest * 1.3 if longest else 15 * 60) + 60
+                if args.not_after and dt.datetime.now(dt.UTC) + dt.timedelta(seconds=budget) > args.not_after:
+                    print(f"--- not starting {system} (round {round_ + 1}): it could end after {args.not_after:%H:%M} UTC", flush=True)
+                    continue
+                print(f"--- round {round_ + 1}: {system} (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})", flush=True)
+                started = time.monotonic()
+                try:
+                    run = one_run(
+                        system, index, source=source, runner=runner, binary=builds[system], binaries=binaries,
+                        generator_file=generator_file, timeout=args.timeout, work=work,
+                    )  # fmt: skip
+                except RuntimeError as exc:
+                    print(f"{system}: {exc}", flush=True)
+                    continue
+                longest = max(longest, time.monotonic() - started)
+                runs.append(run)
+                print(run_line(run), flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps([r.__dict__ for r in runs], indent=1, default=list))
+    if not runs:
+        return 1
+    print()
+    print(table(runs, systems))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

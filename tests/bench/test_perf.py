@@ -1,0 +1,182 @@
+"""The pure parts of ``bench/_perf.py``: the runner's output into figures, the table and its ratios."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+
+def _load() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "bench" / "_perf.py"
+    spec = importlib.util.spec_from_file_location("_perf", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("_perf", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+perf = _load()
+
+SUMMARY = """\
+clusterQueueClasses:
+  cq:
+    cpuAverageUsage: 52000
+    cpuUsed: 9000000000
+    firstEventTime: "2026-11-23T07:00:00Z"
+    lastEventTime: "2026-11-23T07:03:00Z"
+    nominalQuota: 120000
+droppedWorkloadEvents: 0
+workloadClasses:
+  large:
+    averageTimeToAdmissionMs: 10800
+    averageTimeToFinishMs: 12000
+    count: 300
+    totalEvictions: 20
+  medium:
+    averageTimeToAdmissionMs: 80000
+    averageTimeToFinishMs: 80600
+    count: 600
+    totalEvictions: 4
+  small:
+    averageTimeToAdmissionMs: 121000
+    averageTimeToFinishMs: 121300
+    count: 2100
+    totalEvictions: 0
+"""
+
+WL_CSV = """\
+id,class name,namespace,name,ms to admitted,ms to finish,num evictions
+0,small,ns,a,1000,1220,0
+1,small,ns,b,2000,2300,0
+2,small,ns,c,3000,3210,1
+3,small,ns,d,4000,0,0
+4,large,ns,e,500,9000,0
+"""
+
+RUNNER_LOG = """\
+2026-11-23T07:00:01Z ERROR Reconciler error {"error": "Operation cannot be fulfilled on workloads.kueue.x-k8s.io \\"a\\": the object has been modified; please apply your changes to the latest version and try again"}
+2026-11-23T07:00:02Z INFO fine
+2026-11-23T07:00:03Z ERROR Reconciler error {"error": "... the object has been modified; please apply ..."}
+"""
+
+
+def _wl(*conditions: dict[str, str]) -> dict[str, object]:
+    return {"status": {"conditions": list(conditions)}}
+
+
+def test_summary_figures() -> None:
+    import yaml
+
+    summary = yaml.safe_load(SUMMARY)
+    assert perf.admission_ms(summary) == {"large": 10800.0, "medium": 80000.0, "small": 121000.0}
+    assert perf.evictions(summary) == 24
+    assert perf.quota_time(summary) == 9_000_000_000
+    assert perf.evictions({}) == 0 and perf.quota_time({"clusterQueueClasses": None}) == 0
+
+
+def test_admission_to_finish_is_the_median_over_finished_workloads_of_the_class() -> None:
+    rows = perf.workload_rows(WL_CSV)
+    assert perf.median_admission_to_finish_ms(rows) == 220.0  # 220, 300, 210; d never finished
+    assert perf.median_admission_to_finish_ms(rows, "large") == 8500.0
+    assert perf.median_admission_to_finish_ms(rows, "medium") is None
+    assert perf.finished(rows) == (4, 5)
+
+
+def test_generator_counts() -> None:
+    config = {"cohorts": [{"count": 1, "queuesSets": [{"count": 6, "workloadsSets": [
+        {"count": 350, "workloads": [{"request": 1, "runtimeMs": 200}]},
+        {"count": 100, "workloads": [{"request": 5, "runtimeMs": 500}]},
+        {"count": 50, "workloads": [{"request": 20, "runtimeMs": 1000}]},
+    ]}]}]}  # fmt: skip
+    assert perf.workload_count(config) == 3000
+    assert perf.quota_demand(config) == 7_920_000_000  # the 1-cohort baseline: 7.9×10⁹ mCPU·ms
+
+
+def test_conflicts_counted_in_the_runner_log() -> None:
+    assert perf.conflicts(RUNNER_LOG) == 2
+    assert perf.conflicts("") == 0
+
+
+def test_eviction_reasons_from_conditions() -> None:
+    workloads = [
+        _wl({"type": "Preempted", "status": "True", "reason": "InClusterQueue", "message": "x"}),
+        # readmitted: upstream resets the condition and keeps the message after "Previously: "
+        _wl({"type": "Preempted", "status": "False", "reason": "QuotaReserved",
+             "message": "Previously: Preempted to accommodate a workload (UID: u, JobUID: j) due to reclamation within the cohort; preemptor path: /c/q; preemptee path: /c/p"}),  # fmt: skip
+        _wl({"type": "Preempted", "status": "False", "reason": "QuotaReserved",
+             "message": "Previously: Preempted to accommodate a workload (UID: u, JobUID: j) due to reclamation within the cohort while borrowing; preemptor path: a; preemptee path: b"}),  # fmt: skip
+        _wl({"type": "Preempted", "status": "False", "reason": "QuotaReserved", "message": "Previously: something else"}),
+        _wl({"type": "Evicted", "status": "True", "reason": "Preempted"}),
+        _wl({"type": "Evicted", "status": "False", "reason": "QuotaReserved"}),
+        _wl({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}),
+        {"status": {}},
+        {},
+    ]
+    assert dict(perf.eviction_reasons(workloads)) == {
+        "InClusterQueue": 1,
+        "InCohortReclamation": 1,
+        "InCohortReclaimWhileBorrowing": 1,
+        "Preempted/earlier": 1,
+        "Evicted/Preempted": 1,
+        "Evicted/earlier": 1,
+    }
+
+
+def test_ratio_formatting() -> None:
+    assert perf.ratio(166, 170) == "0.98"
+    assert perf.ratio(122.5, 23.5) == "5.21"
+    assert perf.ratio(230, 12) == "19.2"
+    assert perf.ratio(5000, 2) == "2500"
+    assert perf.ratio(1, 0) == "–"
+    assert perf.ratio(None, 3) == "–" and perf.ratio(3, None) == "–"
+
+
+def test_raise_client_limit_changes_only_the_two_numbers() -> None:
+    main_go = "x := 1\n\tkubeConfig.QPS = 50\n\tkubeConfig.Burst = 100\n\tlog.Info()\n"
+    raised = perf.raise_client_limit(main_go)
+    assert raised == "x := 1\n\tkubeConfig.QPS = 1000\n\tkubeConfig.Burst = 2000\n\tlog.Info()\n"
+    with pytest.raises(ValueError):
+        perf.raise_client_limit("kubeConfig.QPS = 20\n")
+
+
+def _run(system: str, wall: float, **kw: object) -> object:
+    return perf.parse_run(
+        system, SUMMARY, WL_CSV, RUNNER_LOG, kw.pop("workloads", []),  # type: ignore[arg-type]
+        wall_s=wall, controller_cpu_s=kw.pop("cpu", 10.0), controller_peak_kib=kw.pop("peak", 204800),  # type: ignore[arg-type]
+        apiserver_cpu_s=100.0,
+    )  # fmt: skip
+
+
+def test_parse_run_and_table() -> None:
+    runs = [
+        _run("upstream", 170, cpu=20.0),
+        _run("upstream", 180, cpu=30.0),
+        _run("upstream-raised", 144),
+        _run("ours", 166, cpu=125.0, peak=2048 * 1024,
+             workloads=[_wl({"type": "Preempted", "status": "True", "reason": "InCohortReclamation"})]),  # fmt: skip
+    ]
+    first = runs[0]
+    assert first.admission_to_finish_ms == 220.0 and first.conflicts == 2 and first.evictions == 24
+    assert (first.finished, first.workloads) == (4, 5) and first.controller_peak_mib == 200
+    text = perf.table(runs, ["upstream", "upstream-raised", "ours"])
+    lines = text.splitlines()
+    assert lines[0] == "| figure | upstream | upstream-raised | ours | ours / upstream | ours / upstream-raised |"
+    wall = next(line for line in lines if line.startswith("| wall time"))
+    assert wall == "| wall time (s) | 175 (170–180) | 144 | 166 | 0.95 | 1.15 |"
+    cpu = next(line for line in lines if line.startswith("| controller CPU"))
+    assert cpu == "| controller CPU seconds | 25.0 (20.0–30.0) | 10.0 | 125.0 | 5.00 | 12.5 |"
+    small = next(line for line in lines if "admission, small" in line)
+    assert small.endswith("| 121.0 | 121.0 | 121.0 | 1.00 | 1.00 |")
+    assert lines[-1].startswith("| eviction reasons") and "| none | none | InCohortReclamation 1 |" in lines[-1]
+    # without ours: no ratio columns; a system with no runs shows dashes
+    alone = perf.table(runs[:1], ["upstream", "upstream-raised"]).splitlines()
+    assert alone[0] == "| figure | upstream | upstream-raised |"
+    assert alone[2] == "| wall time (s) | 170 | – |"
+    assert "wall 170 s" in perf.run_line(first)

@@ -160,6 +160,11 @@ class FairSharingSettings(_Section):
 class Integrations(_Section):
     frameworks: list[str] = Field(default_factory=lambda: ["batch/job"])
 
+    @property
+    def batch_jobs(self) -> bool:
+        """Whether the ``batch/job`` integration is on: upstream reconciles only the frameworks listed."""
+        return "batch/job" in self.frameworks
+
 
 class Configuration(_Section):
     """The parts of upstream's ``Configuration`` this controller uses."""

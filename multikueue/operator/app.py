@@ -32,6 +32,7 @@ from multikueue.runtime.leaderelection import LeaderElector, default_identity, l
 from multikueue.runtime.tasks import first_of
 from multikueue.runtime.probes import ProbeServer
 from multikueue.operator import login
+from multikueue.integrations.batchjob.webhook import WEBHOOKS as JOB_WEBHOOKS
 from multikueue.operator import webhook
 from multikueue.operator import webhook_tls
 from multikueue.api.resources import CONFIG_MAPS, NAMESPACES
@@ -125,7 +126,13 @@ async def webhook_server(
     """The webhook server with its first certificate loaded (issued into the Secret if needed)."""
     if options is None:
         return None
-    server = webhook.server(dataclasses.replace(options, managed_namespaces=config.managed_jobs_namespace_selector), kube)
+    # With batch/job left out of integrations.frameworks the configurations are written without the Job
+    # webhooks (emptied, not left as a previous run wrote them: they fail closed).
+    server = webhook.server(
+        dataclasses.replace(options, managed_namespaces=config.managed_jobs_namespace_selector),
+        kube,
+        webhooks=JOB_WEBHOOKS if config.integrations.batch_jobs else {},
+    )
     try:
         await server.prepare()
     except webhook_tls.CertificateError as exc:
@@ -145,6 +152,9 @@ async def read_configuration(kube: AsyncKube, namespace: str, name: str) -> Load
         raise StartupError(f"ConfigMap {namespace}/{name}: {exc}") from None
     if loaded.unused:
         log.info("configuration sections not used by this controller", sections=loaded.unused)
+    if not loaded.config.integrations.batch_jobs:
+        log.info("batch/job is not in integrations.frameworks: Jobs are not watched, suspended or dispatched",
+                 frameworks=loaded.config.integrations.frameworks)  # fmt: skip
     return loaded
 
 

@@ -149,11 +149,12 @@ class Controller:
             workload_changed=self._workload_changed,
             workload_deleted=self._workload_deleted,
         )
-        self.jobs.register(registry)
+        if self.settings.config.integrations.batch_jobs:
+            self.jobs.register(registry)
         self._register_synced(registry)
         if self.clusters is not None:
             self.clusters.register(registry)
-        if self.settings.webhooks:
+        if self.settings.webhooks and self.settings.config.integrations.batch_jobs:
             job_webhook.register(registry, lambda ns, queue: queue_has_multikueue_check(self.cache, ns, queue))
 
     async def _workload_changed(self, key: WorkloadKey) -> None:
@@ -389,7 +390,10 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
     cache = Cache()
     writer = WorkloadWriter(kube, events, on_written=cache.upsert_workload)
     jobs = JobReconciler(kube, cache, writer, events, managed_namespaces=settings.config.managed_jobs_namespace_selector)
-    integrations = IntegrationSet([Integration(BatchJobAdapter(), jobs)])
+    # A framework left out of integrations.frameworks is not reconciled, as upstream: with batch/job
+    # left out, no Job is watched, suspended, given a Workload or dispatched (the reconciler is built
+    # but never fed).
+    integrations = IntegrationSet([Integration(BatchJobAdapter(), jobs)] if settings.config.integrations.batch_jobs else [])
     external = ExternalReconciler(kube, cache, writer, events, integrations)
     frameworks = FrameworkLoader(kube, events, external, namespace=settings.namespace, config_map=settings.config_map)
     multikueue: MultiKueueController | None = None

@@ -221,8 +221,6 @@ class Configuration(_Section):
             + self.multi_kueue.unknown_fields(".multiKueue")
             + (self.fair_sharing.unknown_fields(".fairSharing") if self.fair_sharing else [])
         )
-        if self.manage_jobs_without_queue_name:
-            unused.append(".manageJobsWithoutQueueName")
         unused += [f".integrations.frameworks[{f}]" for f in self.integrations.frameworks if f not in SUPPORTED_FRAMEWORKS]
         return unused
 

@@ -32,7 +32,7 @@ from multikueue.runtime.leaderelection import LeaderElector, default_identity, l
 from multikueue.runtime.tasks import first_of
 from multikueue.runtime.probes import ProbeServer
 from multikueue.operator import login
-from multikueue.integrations.batchjob.webhook import WEBHOOKS as JOB_WEBHOOKS
+from multikueue.integrations.batchjob.webhook import webhooks_for as job_webhooks_for
 from multikueue.operator import webhook
 from multikueue.operator import webhook_tls
 from multikueue.api.resources import CONFIG_MAPS, NAMESPACES
@@ -131,7 +131,7 @@ async def webhook_server(
     server = webhook.server(
         dataclasses.replace(options, managed_namespaces=config.managed_jobs_namespace_selector),
         kube,
-        webhooks=JOB_WEBHOOKS if config.integrations.batch_jobs else {},
+        webhooks=job_webhooks_for(config.manage_jobs_without_queue_name) if config.integrations.batch_jobs else {},
     )
     try:
         await server.prepare()

@@ -155,7 +155,11 @@ class Controller:
         if self.clusters is not None:
             self.clusters.register(registry)
         if self.settings.webhooks and self.settings.config.integrations.batch_jobs:
-            job_webhook.register(registry, lambda ns, queue: queue_has_multikueue_check(self.cache, ns, queue))
+            job_webhook.register(
+                registry,
+                lambda ns, queue: queue_has_multikueue_check(self.cache, ns, queue),
+                manage_jobs_without_queue_name=self.settings.config.manage_jobs_without_queue_name,
+            )
 
     async def _workload_changed(self, key: WorkloadKey) -> None:
         """A Workload event: its lifecycle transition and listeners, only while leading (a standby writes nothing).
@@ -389,7 +393,14 @@ class Controller:
 def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Controller:
     cache = Cache()
     writer = WorkloadWriter(kube, events, on_written=cache.upsert_workload)
-    jobs = JobReconciler(kube, cache, writer, events, managed_namespaces=settings.config.managed_jobs_namespace_selector)
+    jobs = JobReconciler(
+        kube,
+        cache,
+        writer,
+        events,
+        managed_namespaces=settings.config.managed_jobs_namespace_selector,
+        manage_jobs_without_queue_name=settings.config.manage_jobs_without_queue_name,
+    )
     # A framework left out of integrations.frameworks is not reconciled, as upstream: with batch/job
     # left out, no Job is watched, suspended, given a Workload or dispatched (the reconciler is built
     # but never fed).

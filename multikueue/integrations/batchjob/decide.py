@@ -51,7 +51,17 @@ def workload_name_for(job: Mapping[str, Any]) -> str:
     return batchjob.prebuilt_workload_name(job) or batchjob.workload_name(job)
 
 
-def is_queued(job: Mapping[str, Any]) -> bool:
+def is_queued(job: Mapping[str, Any], *, without_queue_name: bool = False) -> bool:
+    """Whether the Job integration manages ``job``.
+
+    A Job with a queue name or bound to a prebuilt Workload; with
+    ``without_queue_name`` (upstream's ``manageJobsWithoutQueueName``) every
+    Job, whose Workload then names no queue and waits as inadmissible
+    ("LocalQueue  doesn't exist") until the Job gets one, as upstream's does.
+    The namespace selector is the reconciler's check.
+    """
+    if without_queue_name:
+        return True
     return batchjob.queue_name(job) is not None or batchjob.prebuilt_workload_name(job) is not None
 
 
@@ -62,8 +72,9 @@ def decide(
     flavors: Mapping[str, ResourceFlavor],
     priority: int | None = None,
     priority_class: PriorityClassRef | None = None,
+    without_queue_name: bool = False,
 ) -> JobAction:
-    if not is_queued(job):
+    if not is_queued(job, without_queue_name=without_queue_name):
         return JobAction(Step.NONE)
     prebuilt = batchjob.prebuilt_workload_name(job)
     finished = batchjob.is_finished(job)

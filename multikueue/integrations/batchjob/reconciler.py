@@ -65,6 +65,7 @@ class JobReconciler:
         events: EventRecorder,
         *,
         managed_namespaces: LabelSelector | None = None,
+        manage_jobs_without_queue_name: bool = False,
     ) -> None:
         self.kube = kube
         self.cache = cache
@@ -72,6 +73,8 @@ class JobReconciler:
         self.events = events
         #: Upstream's ``managedJobsNamespaceSelector``; None manages every namespace.
         self.managed_namespaces = managed_namespaces
+        #: Upstream's ``manageJobsWithoutQueueName``: Jobs without a queue name are managed too.
+        self.without_queue_name = manage_jobs_without_queue_name
         #: Last seen body of every queued Job, to reconcile it when its Workload changes.
         self._jobs: dict[JobKey, dict[str, Any]] = {}
         #: (namespace, prebuilt Workload name) -> the Job bound to it (worker copies).
@@ -130,7 +133,7 @@ class JobReconciler:
             meta = body.get("metadata", {})
             key = (meta.get("namespace", ""), meta.get("name", ""))
             log.debug("job event", job=f"{key[0]}/{key[1]}", type=event.get("type"), rv=meta.get("resourceVersion"))
-            if event.get("type") == "DELETED" or not is_queued(body):
+            if event.get("type") == "DELETED" or not is_queued(body, without_queue_name=self.without_queue_name):
                 self._forget(key)
                 return
             self._store(key, body)
@@ -189,7 +192,7 @@ class JobReconciler:
             decided_on=meta.get("resourceVersion"),
             live=(live.get("metadata") or {}).get("resourceVersion"),
         )
-        if not is_queued(live):
+        if not is_queued(live, without_queue_name=self.without_queue_name):
             self._forget(key)
             return
         self._store(key, live)
@@ -204,7 +207,10 @@ class JobReconciler:
             return
         priority, priority_class = self._priority(job)
         try:
-            action = decide(job, wl, flavors=self.cache.flavors, priority=priority, priority_class=priority_class)
+            action = decide(
+                job, wl, flavors=self.cache.flavors, priority=priority, priority_class=priority_class,
+                without_queue_name=self.without_queue_name,
+            )  # fmt: skip
         except MissingFlavorError as exc:
             log.info("job not started yet", job=f"{namespace}/{name}", reason=str(exc))
             return  # the flavor arrives with the next watch event, which reconciles again
@@ -229,7 +235,10 @@ class JobReconciler:
             if live is not None:
                 fresh = Workload.from_k8s(live)
                 self.cache.upsert_workload(fresh)
-                action = decide(job, fresh, flavors=self.cache.flavors, priority=priority, priority_class=priority_class)
+                action = decide(
+                    job, fresh, flavors=self.cache.flavors, priority=priority, priority_class=priority_class,
+                    without_queue_name=self.without_queue_name,
+                )  # fmt: skip
                 wl = fresh
                 if action.step is Step.NONE:
                     return

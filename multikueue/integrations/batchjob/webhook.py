@@ -254,12 +254,10 @@ def validate_job_update(old: Job, new: Job) -> list[str]:
 #
 # - The mutating webhook only sees Jobs carrying the queue-name label
 #   (``objectSelector``). That is every Job it changes: suspending and
-#   defaulting ``managedBy`` are only for queued Jobs, since
-#   ``manageJobsWithoutQueueName`` is not supported (upstream's default, off).
-#   The MultiKueue ``managedBy`` defaulting is therefore unaffected. If
-#   ``manageJobsWithoutQueueName`` is ever supported, this selector must go
-#   (upstream then scopes by ``managedJobsNamespaceSelector`` alone, which
-#   here already narrows both webhooks when it is set).
+#   defaulting ``managedBy`` are only for queued Jobs unless
+#   ``manageJobsWithoutQueueName`` is set (upstream's default, off). With it,
+#   the selector goes (:func:`webhooks_for`): every Job created is suspended,
+#   scoped by ``managedJobsNamespaceSelector`` alone, as upstream.
 # - The validating webhook cannot use one label: Jobs bound to a prebuilt
 #   Workload, or carrying Kueue's other labels and annotations, are validated
 #   too. Its ``matchConditions`` (CEL, GA since Kubernetes 1.30) call it only
@@ -328,8 +326,23 @@ WEBHOOKS: Mapping[str, tuple[dict[str, Any], ...]] = {
 }
 
 
-def register(registry: kopf.OperatorRegistry, queue_has_multikueue_check: Callable[[str, str], bool | None]) -> None:
-    """Register the Job webhooks (:data:`WEBHOOKS` says when the API server calls them).
+def webhooks_for(manage_jobs_without_queue_name: bool) -> Mapping[str, tuple[dict[str, Any], ...]]:
+    """:data:`WEBHOOKS`, without the mutating webhook's queue-name ``objectSelector`` under
+    ``manageJobsWithoutQueueName`` (every Job created is then suspended, as upstream's webhook does;
+    the namespace selector still scopes it)."""
+    if not manage_jobs_without_queue_name:
+        return WEBHOOKS
+    mutating = tuple({k: v for k, v in entry.items() if k != "objectSelector"} for entry in WEBHOOKS["mutating"])
+    return {**WEBHOOKS, "mutating": mutating}
+
+
+def register(
+    registry: kopf.OperatorRegistry,
+    queue_has_multikueue_check: Callable[[str, str], bool | None],
+    *,
+    manage_jobs_without_queue_name: bool = False,
+) -> None:
+    """Register the Job webhooks (:func:`webhooks_for` says when the API server calls them).
 
     ``queue_has_multikueue_check(namespace, queue) -> bool | None``.
     """
@@ -340,7 +353,10 @@ def register(registry: kopf.OperatorRegistry, queue_has_multikueue_check: Callab
         queue = queue_name(job)
         namespace = body.get("metadata", {}).get("namespace") or ""
         has_check = queue_has_multikueue_check(namespace, queue) if queue else None
-        for operation in mutate_job(job, queue_has_multikueue_check=has_check):
+        operations = mutate_job(
+            job, queue_has_multikueue_check=has_check, manage_jobs_without_queue_name=manage_jobs_without_queue_name
+        )
+        for operation in operations:
             path = operation["path"].strip("/").split("/")
             if path == ["spec"]:
                 continue

@@ -189,8 +189,18 @@ WORKER_CLUSTER_ACTIVE = Gauge(
     registry=REGISTRY,
 )
 
+CLUSTER_QUEUE_WEIGHTED_SHARE = Gauge(
+    "kueue_cluster_queue_weighted_share",
+    "Reports the ClusterQueue's weighted share under fair sharing: the largest ratio, among its resources, of usage "
+    "above nominal quota to what the cohort can lend, divided by its weight (0 when within nominal quota, +Inf for "
+    "a borrowing ClusterQueue of weight 0); reported only with fair sharing on",
+    ["cluster_queue", "cohort", "replica_role"],
+    registry=REGISTRY,
+)
+
 #: Gauges reported from the leader's cache: dropped when the role changes (the leader reports them again).
 _QUEUE_GAUGES: tuple[Gauge, ...] = (
+    CLUSTER_QUEUE_WEIGHTED_SHARE,
     PENDING_WORKLOADS,
     RESERVING_WORKLOADS,
     ADMITTED_ACTIVE_WORKLOADS,
@@ -444,6 +454,7 @@ def cluster_queue_samples(
     reserving: int,
     admitted: int,
     quotas: Iterable[QuotaLine],
+    weighted_share: float | None = None,
 ) -> list[Sample]:
     """Every queue gauge value of one ClusterQueue (upstream's series, without ``replica_role``)."""
 
@@ -457,6 +468,8 @@ def cluster_queue_samples(
         Sample(ADMITTED_ACTIVE_WORKLOADS, (name,), admitted),
         *(Sample(CLUSTER_QUEUE_STATUS, (name, s), 1 if s == status else 0) for s in CQ_STATUSES),
     ]
+    if weighted_share is not None:
+        samples.append(Sample(CLUSTER_QUEUE_WEIGHTED_SHARE, (name, cohort), weighted_share))
     for q in quotas:
         key = (cohort, name, q.flavor, q.resource)
         samples += [

@@ -85,6 +85,7 @@ def _queue_samples(cache: Cache, cq: ClusterQueue, view: ClusterQueueStatusView,
         pending_inadmissible=inadmissible,
         reserving=view.reserving_workloads,
         admitted=view.admitted_workloads,
+        weighted_share=view.precise_weighted_share,
         quotas=[
             metrics.QuotaLine(
                 flavor=flavor,

@@ -159,6 +159,28 @@ def test_queue_gauges_have_upstreams_labels_and_values() -> None:
     assert value("kueue_cluster_queue_nominal_quota", **{**cpu, "resource": "memory"}) == 8
 
 
+def test_weighted_share_is_reported_only_with_fair_sharing() -> None:
+    """Upstream's kueue_cluster_queue_weighted_share{cluster_queue, cohort, replica_role}."""
+    shared, plain = unique("cq"), unique("cq")
+    base: dict[str, Any] = dict(status=metrics.CQ_ACTIVE, pending_active=0, pending_inadmissible=0, reserving=0,
+                                admitted=0, quotas=[quota()])  # fmt: skip
+    metrics.report_queue_gauges(
+        metrics.cluster_queue_samples(shared, cohort="team", weighted_share=250.0, **base)
+        + metrics.cluster_queue_samples(plain, cohort="", **base)
+    )
+    assert value("kueue_cluster_queue_weighted_share", cluster_queue=shared, cohort="team", replica_role="standalone") == 250
+    assert series("kueue_cluster_queue_weighted_share", cluster_queue=plain) == []
+
+
+def test_the_view_carries_the_precise_share_for_the_metric() -> None:
+    from multikueue.core.cache.views import ClusterQueueStatusView
+
+    view = ClusterQueueStatusView(active=True, reason="Ready", message="", pending_workloads=0, reserving_workloads=0,
+                                  admitted_workloads=0, flavors_reservation=[], flavors_usage=[], weighted_share=1,
+                                  precise_weighted_share=0.5)  # fmt: skip
+    assert view.status_fields()["fairSharing"] == {"weightedShare": 1}, "only the rounded value is written to the status"
+
+
 def test_a_queue_or_flavor_no_longer_reported_loses_its_series() -> None:
     gone, kept = unique("cq"), unique("cq")
     metrics.report_queue_gauges(
@@ -266,7 +288,7 @@ def test_our_metrics_never_take_upstreams_prefixes() -> None:
         "kueue_pending_workloads", "kueue_reserving_active_workloads", "kueue_admitted_active_workloads",
         "kueue_cluster_queue_status", "kueue_cluster_queue_resource_usage", "kueue_cluster_queue_resource_reservation",
         "kueue_cluster_queue_nominal_quota", "kueue_cluster_queue_borrowing_limit", "kueue_cluster_queue_lending_limit",
-        "multikueue_workloads_dispatched_total", "multikueue_workloads_admitted_total",
+        "kueue_cluster_queue_weighted_share", "multikueue_workloads_dispatched_total", "multikueue_workloads_admitted_total",
     }  # fmt: skip
     names = {f.name + ("_total" if f.type == "counter" else "") for f in metrics.REGISTRY.collect()}
     assert {n for n in names if not n.startswith("mkpy_")} == upstream

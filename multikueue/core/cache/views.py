@@ -74,6 +74,8 @@ class ClusterQueueStatusView(QueueStatusView):
     """
 
     weighted_share: int | None = None
+    #: The precise weighted share (``inf`` for a borrowing queue of weight 0), for the metric; not in the status.
+    precise_weighted_share: float | None = None
 
     def status_fields(self) -> dict[str, Any]:
         fields = super().status_fields()
@@ -119,6 +121,7 @@ def cluster_queue_view(
     share of its quota node rounded up, max int64 for a borrowing queue of
     weight 0 (upstream's ``WeightedShare`` of ``PreciseWeightedShare``).
     """
+    drs = dominant_resource_share(state.node) if fair_sharing else None
     return ClusterQueueStatusView(
         active=state.active,
         reason=state.reason,
@@ -128,7 +131,8 @@ def cluster_queue_view(
         admitted_workloads=stats.admitted,
         flavors_reservation=_usage_list(state.spec, stats.reservation, with_borrowed=True),
         flavors_usage=_usage_list(state.spec, stats.admitted_usage, with_borrowed=True),
-        weighted_share=dominant_resource_share(state.node).rounded_weighted_share() if fair_sharing else None,
+        weighted_share=drs.rounded_weighted_share() if drs is not None else None,
+        precise_weighted_share=float(drs.weighted_share) if drs is not None else None,
     )
 
 

@@ -74,15 +74,26 @@ def _refresh(api: client.ApiClient, args: argparse.Namespace) -> tuple[StatusRep
 
 
 def _render(report: StatusReport, args: argparse.Namespace, out: TextIO, *, watching: bool) -> str:
-    from multikueue.status.render import DEFAULT_WIDTH, render_tables, to_json, to_yaml
+    from multikueue.status.render import render_tables, to_json, to_yaml
 
     if args.output == "json":
         # While watching, one document per line, so scripts can read them line by line.
         return to_json(report, compact=watching)
     if args.output == "yaml":
         return ("---\n" if watching else "") + to_yaml(report)
-    width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if out.isatty() else DEFAULT_WIDTH
-    return render_tables(report, now=datetime.now(UTC), namespace=args.namespace, width=width)
+    return render_tables(report, now=datetime.now(UTC), namespace=args.namespace, width=table_width(out))
+
+
+def table_width(out: TextIO) -> int | None:
+    """The terminal's width when ``out`` is one; None (cut nothing) for a pipe or a file, where
+    ``Finished: Succe…`` would help nobody and ``grep`` or ``less -S`` take whole lines."""
+    from multikueue.status.render import DEFAULT_WIDTH
+
+    try:
+        tty = out.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        tty = False
+    return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if tty else None
 
 
 def _warn(lines: list[str], shown: set[str]) -> None:

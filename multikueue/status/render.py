@@ -1,9 +1,9 @@
 """Turn a :class:`~multikueue.status.report.StatusReport` into text (pure).
 
 People get kubectl-style tables: aligned columns, one line per object, and
-long cells cut with an ellipsis so the tables fit the terminal (120 columns
-when not a terminal). Admission-check messages are what explains a stuck
-Workload but are long, so each gets an indented line of its own under the
+long cells cut with an ellipsis so the tables fit the terminal; with no width
+(output to a file or a pipe) nothing is cut, as kubectl does. Admission-check
+messages are what explains a stuck Workload but are long, so each gets an indented line of its own under the
 Workload's row, with the whole width to itself, rather than a narrow column. Scripts get JSON or YAML with every value complete and
 every key present, in a fixed order, so a diff of two documents shows only
 what changed.
@@ -100,7 +100,7 @@ class Row:
 def render_table(
     columns: Sequence[Column],
     rows: Sequence[Row | Sequence[str]],
-    width: int = DEFAULT_WIDTH,
+    width: int | None = DEFAULT_WIDTH,
     *,
     detail_column: int = 0,
 ) -> str:
@@ -109,19 +109,20 @@ def render_table(
     A cell may hold several lines (``\\n``), which stack in its column. A
     row's details start two characters right of column ``detail_column``
     and may use the rest of the width; they do not widen any column.
+    ``width=None``: no limit, every cell and detail whole.
     """
     table = [row if isinstance(row, Row) else Row(cells=row) for row in rows]
     cells = [[cell.split("\n") for cell in row.cells] for row in table]
     natural = [
         max([len(column.header)] + [len(line) for row in cells for line in row[i]]) for i, column in enumerate(columns)
     ]
-    widths = _fit(columns, natural, width)
+    widths = natural if width is None else _fit(columns, natural, width)
     indent = " " * (sum(widths[:detail_column]) + len(SEPARATOR) * detail_column + 2)
     lines = [_line([c.header for c in columns], widths)]
     for row, split in zip(table, cells):
         for index in range(max(len(cell) for cell in split)):
             lines.append(_line([cell[index] if index < len(cell) else "" for cell in split], widths))
-        lines.extend(indent + truncate(detail, width - len(indent)) for detail in row.details)
+        lines.extend(indent + (detail if width is None else truncate(detail, width - len(indent))) for detail in row.details)
     return "\n".join(lines)
 
 
@@ -247,7 +248,7 @@ def _check_cells(row: CheckRow) -> list[str]:
 
 
 def _section(
-    title: str, columns: Sequence[Column], rows: Sequence[Row | Sequence[str]], width: int, empty: str, detail_column: int = 0
+    title: str, columns: Sequence[Column], rows: Sequence[Row | Sequence[str]], width: int | None, empty: str, detail_column: int = 0
 ) -> str:
     if not rows:
         return f"{title}: {empty}"
@@ -259,12 +260,14 @@ def render_tables(
     *,
     now: datetime,
     namespace: str | None = None,
-    width: int = DEFAULT_WIDTH,
+    width: int | None = DEFAULT_WIDTH,
 ) -> str:
     """The three tables for people, ending with a newline.
 
     With ``namespace`` set (``-n``) the NAMESPACE column is left out, as
     kubectl does. ``now`` turns the clusters' transition times into ages.
+    ``width``: the terminal's columns, long cells cut to fit; None (not a
+    terminal) cuts nothing.
     """
     show_namespace = namespace is None
     columns = _WORKLOAD_COLUMNS if show_namespace else _WORKLOAD_COLUMNS[1:]

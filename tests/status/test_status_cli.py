@@ -218,7 +218,7 @@ def test_table_for_people(scene: Scene, capsys: pytest.CaptureFixture[str]) -> N
     code, out, err = run(capsys, "--kubeconfig", str(scene.kubeconfig), "-n", scene.namespace)
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert max(len(line) for line in lines) <= 120
+    assert "…" not in out, "not a terminal: no cell is cut"
     assert lines[0] == "Workloads:"
     assert lines[1].split() == ["NAME", "QUEUE", "QUOTA", "CHECKS", "NOMINATED", "CLUSTER", "REMOTE"]
     end = lines.index("")
@@ -242,10 +242,9 @@ def test_table_for_people(scene: Scene, capsys: pytest.CaptureFixture[str]) -> N
     assert f"Secret {scene.lost}-secret" in lost_cluster
     checks = lines.index("AdmissionChecks:")
     mk = next(line for line in lines[checks:] if line.startswith(scene.check + " "))
-    # Other tests' checks share the table, so the column may be cut to fit 120 characters.
     assert mk.split()[1] == MULTIKUEUE
     parameters = mk.split()[2]
-    assert f"MultiKueueConfig/cfg-{scene.namespace[2:7]}".startswith(parameters.rstrip("…")) and len(parameters) > 10
+    assert parameters == f"MultiKueueConfig/cfg-{scene.namespace[2:7]}"
     assert mk.split()[3:5] == ["True", "Active"]
 
 

@@ -24,7 +24,10 @@ import csv
 import io
 import json
 import os
+import re
 import statistics
+import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -97,6 +100,38 @@ def ensure_minimalkueue(source: upstream.Source, raised: bool = False) -> Path:
     (scratch / "overlay.json").write_text(json.dumps({"Replace": {str(original): str(scratch / "main.go")}}))
     what = f"upstream's minimalkueue with its client limit raised to {RAISED_LIMIT[0]} QPS / burst {RAISED_LIMIT[1]}"
     return _build(source, target, MINIMALKUEUE_PACKAGE, what, [f"-overlay={scratch / 'overlay.json'}"])
+
+
+_UNREACHABLE_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: none, user: {token: none}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+"""
+
+
+def client_limit_in_log(text: str) -> tuple[float, int] | None:
+    """(QPS, burst) from minimalkueue's ``K8S Client`` log line, if there."""
+    match = re.search(r'K8S Client"?\s+\{[^}]*"qps":\s*([0-9.]+),\s*"burst":\s*([0-9]+)', text)
+    return (float(match[1]), int(match[2])) if match else None
+
+
+def client_limit(binary: Path) -> tuple[float, int] | None:
+    """The client limit a minimalkueue build really uses: it logs it (at info) before its first request,
+    so it is started against an unreachable server and read from its log."""
+    with tempfile.TemporaryDirectory(prefix="minimalkueue-") as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        kubeconfig.write_text(_UNREACHABLE_KUBECONFIG)
+        try:
+            proc = subprocess.run(
+                [str(binary), "--kubeconfig", str(kubeconfig), "--zap-log-level=info"],
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as exc:
+            return client_limit_in_log(str(exc.stdout or "") + str(exc.stderr or ""))
+        return client_limit_in_log(proc.stdout + proc.stderr)
 
 
 def upstream_crds(source: upstream.Source) -> list[dict[str, Any]]:
@@ -247,6 +282,15 @@ class Run:
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     stop_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def runs_to_json(runs: Iterable[Run]) -> str:
+    return json.dumps([r.__dict__ for r in runs], indent=1)
+
+
+def runs_from_json(text: str) -> list[Run]:
+    """Runs saved by :func:`runs_to_json` (``--json``), to print one table over several invocations."""
+    return [Run(**{**item, "load": tuple(item.get("load") or (0.0, 0.0, 0.0))}) for item in json.loads(text)]
 
 
 def parse_run(

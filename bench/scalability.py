@@ -29,7 +29,8 @@ seconds (both from /proc over the runner's lifetime).
 
     python bench/scalability.py --generator baseline-1cohort            # 6 ClusterQueues, 3,000 Workloads
     python bench/scalability.py --generator baseline --runs 2           # upstream's full baseline, 15,000
-    python bench/scalability.py --systems upstream-raised,ours --not-after 08:35
+    python bench/scalability.py --systems upstream-raised,ours --not-after 08:35 --json more.json
+    python bench/scalability.py --report runs.json more.json    # one table over both invocations
 
 The load average is printed with each run: on a shared machine compare runs
 made under similar load.
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import subprocess
 import sys
@@ -53,6 +53,7 @@ from _perf import (
     RAISED_LIMIT,
     SHIPPED_LIMIT,
     Run,
+    client_limit,
     ensure_minimalkueue,
     ensure_runner,
     generator,
@@ -60,6 +61,8 @@ from _perf import (
     proc_stat,
     quota_demand,
     run_line,
+    runs_from_json,
+    runs_to_json,
     table,
     upstream_crds,
     workload_count,
@@ -211,10 +214,20 @@ def main() -> int:
     parser.add_argument("--not-after", type=not_after, metavar="HH:MM", help="start no run that could end after this time (UTC)")
     parser.add_argument("--keep", metavar="DIR", help="keep each run's output, logs and clusters' logs here")
     parser.add_argument("--json", metavar="FILE", help="also write every run's figures here")
+    parser.add_argument("--report", nargs="+", metavar="JSON", help="run nothing: print the table over the runs saved by --json")
     args = parser.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if unknown := [s for s in systems if s not in SYSTEMS]:
         parser.error(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
+    if args.report:
+        saved = [run for path in args.report for run in runs_from_json(Path(path).read_text())]
+        if len(generators := {str(r.extra.get("generator")) for r in saved}) > 1:
+            print(f"warning: these runs used different generators ({', '.join(sorted(generators))})")
+        for run in saved:
+            print(run_line(run))
+        print()
+        print(table(saved, [s for s in systems if any(r.system == s for r in saved)]))
+        return 0
 
     source = upstream.ensure_source()
     runner = ensure_runner(source)
@@ -234,6 +247,11 @@ def main() -> int:
         "(a copy of its main.go with those two numbers changed, go build -overlay)",
         flush=True,
     )
+    for system in ("upstream", "upstream-raised"):
+        if (build := builds[system]) is not None:
+            limit = client_limit(build)
+            found = "not found in its log" if limit is None else f"{limit[0]:g} QPS / burst {limit[1]}"
+            print(f"{system}: {build.name}, client limit in use (its own log line): {found}", flush=True)
     runs: list[Run] = []
     longest = 0.0
     with tempfile.TemporaryDirectory(prefix="scalability-") as tmp:
@@ -261,10 +279,11 @@ def main() -> int:
                     print(f"{system}: {exc}", flush=True)
                     continue
                 longest = max(longest, time.monotonic() - started)
+                run.extra.update(generator=args.generator, cohorts=args.cohorts, at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
                 runs.append(run)
                 print(run_line(run), flush=True)
                 if args.json:
-                    Path(args.json).write_text(json.dumps([r.__dict__ for r in runs], indent=1, default=list))
+                    Path(args.json).write_text(runs_to_json(runs))
     if not runs:
         return 1
     print()

@@ -180,3 +180,16 @@ def test_parse_run_and_table() -> None:
     assert alone[0] == "| figure | upstream | upstream-raised |"
     assert alone[2] == "| wall time (s) | 170 | – |"
     assert "wall 170 s" in perf.run_line(first)
+
+
+def test_runs_survive_json() -> None:
+    runs = [_run("upstream", 170), _run("ours", 166)]
+    again = perf.runs_from_json(perf.runs_to_json(runs))
+    assert again == runs
+    assert perf.table(again, ["upstream", "ours"]) == perf.table(runs, ["upstream", "ours"])
+
+
+def test_client_limit_read_from_minimalkueues_log() -> None:
+    line = '2026-11-23T07:39:03.74Z\tINFO\tminimalkueue/main.go:143\tK8S Client\t{"Host": "https://127.0.0.1:1", "qps": 1000, "burst": 2000}\n'
+    assert perf.client_limit_in_log("Start minimalkueue\n" + line) == (1000.0, 2000)
+    assert perf.client_limit_in_log("nothing") is None

@@ -28,6 +28,7 @@ import structlog
 
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.paths import cache_dir, source_checkout
+from multikueue.dev.progress import Heartbeat
 
 log = structlog.get_logger(__name__)
 
@@ -100,18 +101,34 @@ def find_go() -> str:
     return go
 
 
-def go_build(go: str, args: list[str], cwd: Path | None, env: dict[str, str], what: str) -> None:
+#: How long a build with nothing in Go's caches took here (two cores), for the progress lines.
+CONTROLPLANE_ESTIMATE = "about 6 minutes cold on two cores"
+KWOK_ESTIMATE = "about a minute cold on two cores"
+#: For builds whose caller gives no estimate.
+GENERIC_ESTIMATE = "minutes when Go's build cache is cold, seconds when it is warm"
+
+
+def go_build(
+    go: str, args: list[str], cwd: Path | None, env: dict[str, str], what: str, *, estimate: str | None = None
+) -> None:
+    """``go ARGS`` in ``cwd``; its output is kept for the error message.
+
+    Prints (on stderr, whatever the log level) what is built, a line every
+    30 seconds with the time elapsed and ``estimate``, and the total: a cold
+    build takes minutes and would otherwise look hung.
+    """
     log.info("building", component=what, command=" ".join(args))
-    proc = subprocess.run(
-        [go, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
-        raise DevEnvironmentError(
-            f"building {what} failed (go exit code {proc.returncode}). Last lines of its output:\n"
-            f"{tail}\nCheck that the Go module proxy is reachable (GOPROXY) and that Go is 1.25 "
-            f"or newer, then run `multikueue dev build` again."
+    with Heartbeat(what, estimate=estimate or GENERIC_ESTIMATE):
+        proc = subprocess.run(
+            [go, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stdout.splitlines()[-30:])
+            raise DevEnvironmentError(
+                f"building {what} failed (go exit code {proc.returncode}). Last lines of its output:\n"
+                f"{tail}\nCheck that the Go module proxy is reachable (GOPROXY) and that Go is 1.25 "
+                f"or newer, then run `multikueue dev build` again."
+            )
 
 
 def ensure_binaries(rebuild: bool = False) -> BuildReport:
@@ -135,6 +152,7 @@ def ensure_binaries(rebuild: bool = False) -> BuildReport:
             module,
             env,
             f"the control plane (Kubernetes {KUBERNETES_VERSION})",
+            estimate=CONTROLPLANE_ESTIMATE,
         )
         tmp.replace(target.controlplane)
         for older in target.controlplane.parent.glob("controlplane-*"):  # earlier builds: 200 MB each
@@ -150,6 +168,7 @@ def ensure_binaries(rebuild: bool = False) -> BuildReport:
             None,
             {**env, "GOBIN": str(gobin), "GOFLAGS": "-mod=mod"},
             f"kwok {KWOK_VERSION}",
+            estimate=KWOK_ESTIMATE,
         )
         (gobin / "kwok").replace(target.kwok)
         built.append(target.kwok.name)

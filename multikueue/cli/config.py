@@ -29,7 +29,8 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction) -> argparse._SubParsersAction:  # type: ignore[type-arg]
+    """Add ``config`` and its ``validate``; returns its sub-commands (``preview`` is added there by main)."""
     config = commands.add_parser("config", help="the manager's Configuration (ConfigMap) and its external frameworks")
     sub = config.add_subparsers(dest="config_command", metavar="COMMAND")
     sub.required = True
@@ -44,6 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     )
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE")
     validate.set_defaults(handler=_validate)
+    return sub
 
 
 @dataclass

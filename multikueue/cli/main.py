@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from multikueue import __version__
-from multikueue.cli import completion, config, crds, dev, queues, run, status, version
+from multikueue.cli import completion, config, crds, dev, preview, queues, run, status, version
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.runtime.logging import configure
 
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(commands)
     crds.register(commands)
     dev.register(commands)
-    config.register(commands)
+    preview.add_parser(config.register(commands))
     status.register(commands)
     queues.register(commands)
     version.register(commands)

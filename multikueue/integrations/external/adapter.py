@@ -268,8 +268,9 @@ class GenericAdapter:
         From ``workload.podSets`` when given, else one pod set ``main`` of one
         pod requesting ``1`` of ``<plural>.<group>``: a ClusterQueue quota on
         that resource caps how many such objects run at once. Each pod set's
-        template has one container, ``main``, requesting the pod set's
-        requests.
+        template has one container, ``main`` (or the pod set's
+        ``containerName``, with its ``image`` if given), requesting the pod
+        set's requests.
         """
         workload = self.framework.workload
         if workload is not None and workload.pod_sets is not None:
@@ -362,14 +363,14 @@ def _test(program: CelProgram, data: CelInput) -> bool:
 
 
 def _pod_set(spec: PodSetSpec) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": spec.container_name or POD_SET_CONTAINER}
+    if spec.image is not None:
+        container["image"] = spec.image
+    container["resources"] = {"requests": dict(spec.requests)}
     pod_set: dict[str, Any] = {
         "name": spec.name,
         "count": spec.count,
-        "template": {
-            "spec": {
-                "containers": [{"name": POD_SET_CONTAINER, "resources": {"requests": dict(spec.requests)}}],
-            }
-        },
+        "template": {"spec": {"containers": [container]}},
     }
     if spec.min_count is not None:
         pod_set["minCount"] = spec.min_count

@@ -261,9 +261,12 @@ class PodSetSpec:
     count: int
     requests: dict[str, str]
     min_count: int | None = None
+    #: The template's one container: its name (None: the adapter's default, ``main``) and image (None: none).
+    container_name: str | None = None
+    image: str | None = None
 
 
-_POD_SET_KEYS: Final = ("name", "count", "minCount", "requests")
+_POD_SET_KEYS: Final = ("name", "count", "minCount", "requests", "containerName", "image")
 
 
 def parse_pod_sets(value: Any) -> list[PodSetSpec]:
@@ -271,7 +274,10 @@ def parse_pod_sets(value: Any) -> list[PodSetSpec]:
 
     Each item is a map with ``name`` (a DNS label, unique), ``count`` (int >=
     1), ``requests`` (resource name -> quantity as a string or an int) and
-    optionally ``minCount`` (1 <= minCount <= count, for partial admission).
+    optionally ``minCount`` (1 <= minCount <= count, for partial admission),
+    ``containerName`` (a DNS label) and ``image`` (a non-empty string) of the
+    template's one container, for Workloads that must equal another
+    integration's (tekton-kueue's ``dummy`` container).
     """
     if not isinstance(value, list):
         raise ValueError(f"pod sets must be a list, got {a_type(value)}")
@@ -303,7 +309,16 @@ def parse_pod_sets(value: Any) -> list[PodSetSpec]:
         min_count = item.get("minCount")
         if min_count is not None and (not _is_int(min_count) or not 1 <= min_count <= count):
             raise ValueError(f"{where} ({name}): minCount must be an int from 1 to count ({count}), got {min_count!r}")
-        out.append(PodSetSpec(name, count, _requests(item["requests"], f"{where} ({name})"), min_count))
+        container_name = item.get("containerName")
+        if container_name is not None and (
+            not isinstance(container_name, str) or len(container_name) > 63 or not _POD_SET_NAME.match(container_name)
+        ):
+            raise ValueError(f"{where} ({name}): containerName {container_name!r} must be a DNS label")
+        image = item.get("image")
+        if image is not None and (not isinstance(image, str) or not image.strip()):
+            raise ValueError(f"{where} ({name}): image must be a non-empty string, got {image!r}")
+        requests = _requests(item["requests"], f"{where} ({name})")
+        out.append(PodSetSpec(name, count, requests, min_count, container_name, image))
     return out
 
 

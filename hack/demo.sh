@@ -3,9 +3,12 @@
 # real Kubernetes control plane built from Go modules, wired for MultiKueue),
 # start our controller on each, submit a Job and a Tekton PipelineRun to the
 # manager and show them being dispatched to a worker and finishing.
-# Installs what it needs (virtualenv, Python dependencies, binaries) by itself.
-# The clusters keep running afterwards; stop them with:
+# Installs what it needs (virtualenv, Python dependencies, binaries) by itself;
+# a cold build of the binaries prints what it builds and a progress line every
+# 30 seconds. The clusters and the controllers keep running afterwards, so
+# another Job submitted to the manager is dispatched too; stop them all with:
 #   ~/.cache/multikueue/venv/bin/multikueue dev clusters down
+# (the virtualenv is not on your PATH: the demo's closing lines use that full path).
 #
 # --kind: the same on kind clusters with the controllers deployed in them from
 # the image (kind-configs/up.sh brings them up first, or reuses them; needs

@@ -12,6 +12,14 @@ What it does, on the local clusters (started when they are not running):
 4. submits a ``batch/v1`` Job and a PipelineRun to the manager;
 5. prints ``multikueue status`` every few seconds until both are Finished.
 
+The clusters and the controllers keep running afterwards, so another Job
+submitted to the manager is dispatched too: the controllers are recorded
+with their cluster's processes (as Tekton's are), ``multikueue dev clusters
+down`` stops them with the rest, and a later demo on the same clusters
+reuses them. The closing lines print commands that work as printed: the
+``multikueue`` of this Python by its full path, since the set-up scripts
+install it in a virtualenv that is not on the user's PATH.
+
 ``--kind``: the same on the kind clusters of ``kind-configs/up.sh``, whose
 controllers are already deployed (step 2 is skipped; the ConfigMaps keep
 their Configuration and get the catalog entry); the Job's pod runs there
@@ -30,11 +38,13 @@ dispatch.
 
 from __future__ import annotations
 
+import shlex
+import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -46,7 +56,9 @@ from multikueue.dev import wiring
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.errors import DevEnvironmentError
+from multikueue.dev.localcluster import LocalCluster, write_state
 from multikueue.dev.paths import source_checkout
+from multikueue.dev.process import ManagedProcess
 
 PR = ("tekton.dev", "v1", "pipelineruns")
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
@@ -54,6 +66,66 @@ CONFIG_MAP = "multikueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
 #: How long the worker's PipelineRun "runs" before the demo marks it Succeeded.
 PIPELINE_SECONDS = 4.0
+#: The name of a controller's process among its cluster's (``ControllerProcess`` names it ``CLUSTER/controller``).
+CONTROLLER_PROCESS = "controller"
+
+
+def shell_path(path: Path, home: Path | None = None) -> str:
+    """``path`` as a shell word that works when pasted: ``~/...`` under the home folder, else quoted when needed."""
+    home = Path.home() if home is None else home
+    try:
+        relative = path.relative_to(home).as_posix()
+    except ValueError:
+        return shlex.quote(str(path))
+    if relative != "." and shlex.quote(relative) == relative:
+        return f"~/{relative}"
+    return shlex.quote(str(path))
+
+
+def cli_command(executable: str | None = None, home: Path | None = None) -> str:
+    """How to run this installation's ``multikueue`` from any shell.
+
+    ``hack/lib.sh`` installs it in a virtualenv that its scripts activate but
+    the user's shell does not: a bare ``multikueue`` is "command not found"
+    there. So: the script beside this Python (``~/.cache/multikueue/venv/bin/multikueue``),
+    else this Python with ``-m multikueue.cli.main``. Not resolved through
+    symlinks: a virtualenv's ``python`` is a link to the system's, which
+    does not have the packages.
+    """
+    python = Path(executable or sys.executable)
+    script = python.parent / "multikueue"
+    if script.is_file():
+        return shell_path(script, home)
+    return f"{shell_path(python, home)} -m multikueue.cli.main"
+
+
+def running_controller(processes: Sequence[ManagedProcess], cluster: str) -> ManagedProcess | None:
+    """The controller an earlier demo left running on ``cluster``, if it still runs."""
+    name = f"{cluster}/{CONTROLLER_PROCESS}"
+    return next((p for p in processes if p.name == name and p.alive()), None)
+
+
+def record_controller(cluster: LocalCluster, process: ManagedProcess) -> None:
+    """Put ``process`` among ``cluster``'s processes (in place of a dead one of the same name): stopped with them."""
+    cluster.processes[:] = [p for p in cluster.processes if p.name != process.name]
+    cluster.processes.append(process)  # last: stopped first, before the apiserver it talks to
+
+
+def closing_lines(
+    *, command: str, manager_kubeconfig: str, ns: str, name: str = "dev", kind: bool = False, logs: str = "",
+    checkout: str = "",
+) -> list[str]:
+    """What the demo prints at the end: the commands to go on with, each working as printed."""
+    status = f"    {command} status --kubeconfig {manager_kubeconfig} -n {ns}"
+    if kind:
+        return ["--- the kind clusters and their controllers keep running:", status, f"    {checkout}kind-configs/down.sh"]
+    job = f"{checkout}examples/jobs/job.yaml"
+    return [
+        f"--- the clusters and the controllers keep running (controller logs in {logs}); for example:",
+        status,
+        f"    sed 's/namespace: default/namespace: {ns}/' {job} | kubectl --kubeconfig {manager_kubeconfig} create -f -",
+        f"    {command} dev clusters down" + ("" if name == "dev" else f" --name {name}") + "   # stops the controllers too",
+    ]
 
 
 @dataclass(frozen=True)
@@ -129,7 +201,8 @@ def _queues(apis: list[client.ApiClient], ns: str) -> None:
     manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": check}, "spec": {"clusters": ["worker1", "worker2"]}})
     manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
                     "spec": {"controllerName": MANAGED_BY, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": check}}})
-    quotas = {f"default-{ns}": {"cpu": 8, "pipelineruns.tekton.dev": 4}}
+    # Memory too: examples/jobs/job.yaml asks for it (the closing lines suggest submitting it).
+    quotas = {f"default-{ns}": {"cpu": 8, "memory": "16Gi", "pipelineruns.tekton.dev": 4}}
     for index, api in enumerate(apis):
         client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
         k = o.Kueue(api)
@@ -264,18 +337,13 @@ def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> in
         print("--- Tekton: not built here, so the demo plays it on the workers (marks a released PipelineRun Succeeded "
               f"after {PIPELINE_SECONDS:.0f}s); build the real one with `multikueue dev build --tekton` or `./hack/demo.sh --tekton`")
     _configure(apis, installed=options.kind)
-    controllers: list[ControllerProcess] = []
     ns = f"demo-{uuid.uuid4().hex[:4]}"
     logs = Path(kind.state_dir() if options.kind else clusters.directory) / "demo-logs"
     try:
         if options.kind:
             print("--- controllers: deployed in the kind clusters (kubectl -n kueue-system logs deploy/multikueue-controller-manager)")
         else:
-            logs.mkdir(parents=True, exist_ok=True)
-            for index, cluster in enumerate(clusters.clusters):
-                role = "manager" if index == 0 else "worker"
-                controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, logs / f"{cluster.name}.log", webhooks=index == 0).start())
-            print(f"--- controllers running (logs in {logs})")
+            _start_controllers(clusters, logs)
         _queues(apis, ns)
         _submit(apis[0], ns)
         stand_in = TektonStandIn(apis[1:], ns) if built is None else None
@@ -297,13 +365,37 @@ def run_demo(options: DemoOptions, show_status: Callable[[str, str], Any]) -> in
         print(f"--- not finished after {options.timeout:.0f}s; see the controller logs in {logs}")
         return 1
     finally:
-        for ctl in controllers:
-            ctl.stop()
-        if options.kind:
-            print("--- the kind clusters and their controllers keep running:")
-            print(f"    multikueue status --kubeconfig {manager_kubeconfig} -n {ns}")
-            print("    kind-configs/down.sh")
-        else:
-            print("--- controllers stopped; the clusters keep running:")
-            print(f"    multikueue status --kubeconfig {manager_kubeconfig} -n {ns}")
-            print("    multikueue dev clusters down" + ("" if options.name == "dev" else f" --name {options.name}"))
+        checkout = "" if Path.cwd().resolve() == source_checkout().resolve() else f"{shell_path(source_checkout())}/"
+        lines = closing_lines(
+            command=cli_command(), manager_kubeconfig=shell_path(Path(manager_kubeconfig)), ns=ns, name=options.name,
+            kind=options.kind, logs=shell_path(logs), checkout=checkout,
+        )  # fmt: skip
+        print("\n".join(lines))
+
+
+def _start_controllers(clusters: ClusterSet, logs: Path) -> None:
+    """Our controller on every cluster (manager role on the manager), left running when the demo ends.
+
+    Each is recorded with its cluster's processes in the set's state file, so
+    ``multikueue dev clusters down`` stops it; one an earlier demo left
+    running is reused (two managers on one cluster would both act).
+    """
+    logs.mkdir(parents=True, exist_ok=True)
+    started, reused = [], []
+    for index, cluster in enumerate(clusters.clusters):
+        if running_controller(cluster.processes, cluster.name) is not None:
+            reused.append(cluster.name)
+            continue
+        role = "manager" if index == 0 else "worker"
+        controller = ControllerProcess(cluster.name, cluster.kubeconfig_path, role, logs / f"{cluster.name}.log", webhooks=index == 0)
+        try:
+            controller.start()
+        finally:
+            if controller.process is not None:  # recorded even when it did not become ready: down stops it
+                record_controller(cluster, controller.process)
+                write_state(clusters.state_file, clusters.clusters, {"name": clusters.name})
+        started.append(cluster.name)
+    if reused:
+        print(f"--- controllers already running on {', '.join(reused)} (left by an earlier demo); logs in {logs}")
+    if started:
+        print(f"--- controllers started on {', '.join(started)}; they keep running after the demo (logs in {logs})")

@@ -198,7 +198,8 @@ def test_leader_change_while_worker_events_arrive(
     manager_ctl = e2e_controllers[0]
     kubeconfig, webhook_port = manager_ctl.kubeconfig, manager_ctl.webhook_port
     lease = f"faults-{namespace}"
-    election = ("--leader-elect", "--leader-election-id", lease)
+    # DEBUG: the per-Workload lines looked for below ("quota reserved", "remote workload created") are at debug.
+    election = ("--leader-elect", "--leader-election-id", lease, "--controller-log-level", "DEBUG")
     manager_ctl.stop()
     # The old leader serves the Job webhooks in the usual controller's place (same port). The standby
     # serves them too, on its own port: started second, it points the webhook configurations at itself.

@@ -126,7 +126,7 @@ class SchedulingLoop:
                     log.error("preemption not written; the next cycle plans again", workload=name, error=str(exc)[:200])
                 if written:
                     metrics.workload_preempted(decision.preempting_cluster_queue, decision.reason)
-                    log.info("preempted", workload=name, reason=decision.reason,
+                    log.debug("preempted", workload=name, reason=decision.reason,
                              preemptor=f"{decision.preemptor[0]}/{decision.preemptor[1]}")  # fmt: skip
         finally:
             if written:

@@ -100,7 +100,7 @@ class WorkloadWriter:
                 return False
             raise
         metrics.quota_reserved(wl, cluster_queue, admitted=not checks)
-        log.info("quota reserved", workload=f"{wl.namespace}/{wl.name}", cluster_queue=cluster_queue, checks=list(checks))
+        log.debug("quota reserved", workload=f"{wl.namespace}/{wl.name}", cluster_queue=cluster_queue, checks=list(checks))
         # One Event per admission: when no check is pending it also says the Workload is admitted
         # (upstream posts a second "Admitted" Event; the lifecycle transition does so when checks exist).
         admitted = "" if checks else "; admitted (no admission checks)"
@@ -146,7 +146,7 @@ class WorkloadWriter:
             metrics.workload_evicted(wl, _cluster_queue(wl), reason)
         elif update.transition == "admitted":
             metrics.workload_admitted(wl, _cluster_queue(wl))
-        log.info("workload transition", workload=f"{wl.namespace}/{wl.name}", transition=update.transition)
+        log.debug("workload transition", workload=f"{wl.namespace}/{wl.name}", transition=update.transition)
         return True
 
     # -- status written by controllers (admission checks, integrations) ---------------

@@ -36,7 +36,8 @@ def test_standby_replica_takes_over(
     k = o.Kueue(integration_clusters.manager)
     kubeconfig = integration_clusters.kubeconfigs[0]
     lease = f"ha-{ns}"
-    election = ("--leader-elect", "--leader-election-id", lease)
+    # DEBUG: the per-Workload lines looked for below ("quota reserved", "remote workload created") are at debug.
+    election = ("--leader-elect", "--leader-election-id", lease, "--controller-log-level", "DEBUG")
     integration_controller.stop()  # only the two electing replicas act in this test
     active = ControllerProcess("active", kubeconfig, "manager", tmp_path / "active.log", extra_args=election)
     standby = ControllerProcess("standby", kubeconfig, "manager", tmp_path / "standby.log", extra_args=election)
@@ -97,7 +98,8 @@ def test_a_replica_that_loses_the_lead_stops_acting_and_the_new_leader_dispatche
     worker = o.Kueue(integration_clusters.worker(1))
     kubeconfig = integration_clusters.kubeconfigs[0]
     lease = f"handoff-{ns}"
-    election = ("--leader-elect", "--leader-election-id", lease)
+    # DEBUG: the per-Workload lines looked for below ("quota reserved", "remote workload created") are at debug.
+    election = ("--leader-elect", "--leader-election-id", lease, "--controller-log-level", "DEBUG")
     webhook_port = integration_controller.webhook_port
     integration_controller.stop()  # only the two electing replicas act in this test
     # The old leader serves the Job webhooks in the integration controller's place (same port).
@@ -128,7 +130,8 @@ def test_a_replica_that_loses_the_lead_stops_acting_and_the_new_leader_dispatche
         hand_lease_to(integration_clusters.manager, lease, new_identity)
         o.wait_for(lambda: RELEASED in old.logs(), 60, what="the old leader releasing the lead")
         released_at = old.logs().index(RELEASED)
-        assert "worker connections stopped" in old.logs()[released_at - 2000 :], "the worker connections are closed"
+        # Anywhere in its log: it has led once so far (a window before the release would depend on how much it logs).
+        assert "worker connections stopped" in old.logs(), "the worker connections are closed"
 
         jobs.create_namespaced_job(ns, o.batch_job(ns, "second", "user-queue", {"cpu": "1"}, managed_by="kueue.x-k8s.io/multikueue"))
         o.wait_for(lambda: len(worker.list("Workload", ns)) == 2, 60, what="the second copy, made by the new leader")

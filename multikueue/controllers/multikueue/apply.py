@@ -148,7 +148,7 @@ class PlanApplier:
             return False
         released = await self.writer.apply(wl, lifecycle.WorkloadUpdate(transition="release", remove_finalizer=True))
         if released:
-            log.info("remote objects gone: workload released", workload=f"{wl.namespace}/{wl.name}")
+            log.debug("remote objects gone: workload released", workload=f"{wl.namespace}/{wl.name}")
         return released
 
     async def apply(
@@ -183,8 +183,8 @@ class PlanApplier:
             wl = await self.writer.write(wl, status, events=events, admitted=admitted)
             if not was_ready and _check_state(wl, check) == CheckState.READY and wl.status.cluster_name:
                 metrics.remote_workload_admitted(wl, wl.status.cluster_name)
-            for _, reason, message in events:
-                log.info("multikueue", workload=f"{wl.namespace}/{wl.name}", reason=reason, message=message)
+            for kind, reason, message in events:  # a Warning (Rejected, Retry) at info, the rest at debug
+                (log.info if kind == "Warning" else log.debug)("multikueue", workload=f"{wl.namespace}/{wl.name}", reason=reason, message=message)
         runner = _Runner(self, wl, check, clusters, integration, owner)
         try:
             if remote_actions and all(isinstance(a, _INDEPENDENT_ACTIONS) for a in remote_actions):
@@ -263,14 +263,14 @@ class _Runner:
             created = await self._on_worker(remote, action, _create(remote, WORKLOADS, namespace, remote_workload_copy(wl, origin=origin)))
             if created:
                 metrics.remote_workload_created(wl, remote.name)
-                log.info("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
+                log.debug("remote workload created", workload=f"{namespace}/{name}", cluster=remote.name)
         elif isinstance(action, dispatch.DeleteRemoteWorkload):
             if await self._on_worker(remote, action, self._delete_copy(remote, namespace, name)):
-                log.info("remote workload deleted", workload=f"{namespace}/{name}", cluster=remote.name)
+                log.debug("remote workload deleted", workload=f"{namespace}/{name}", cluster=remote.name)
         elif isinstance(action, dispatch.SetRemotePriority):
             patch = {"spec": {"priority": action.priority}}
             await self._on_worker(remote, action, _patch_if_present(remote, WORKLOADS, namespace, name, patch))
-            log.info("remote workload priority set", workload=f"{namespace}/{name}", cluster=remote.name, priority=action.priority)
+            log.debug("remote workload priority set", workload=f"{namespace}/{name}", cluster=remote.name, priority=action.priority)
         elif isinstance(action, dispatch.CreateRemoteJob):
             if integration is None or owner is None:
                 raise _Retry(SYNC_RETRY_SECONDS)
@@ -280,7 +280,7 @@ class _Runner:
                 self.applier.create_failures.pop((namespace, name, remote.name), None)
                 metrics.remote_job_created(wl, remote.name)
                 # The Ready event of the next plan names the worker: a log line, not a second Event.
-                log.info("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
+                log.debug("remote job created", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
             else:
                 await self._name_taken(remote, action, integration, body)
         elif isinstance(action, dispatch.DeleteRemoteJob):
@@ -290,7 +290,7 @@ class _Runner:
             job = bound_job(remote, integration.ref.plural, namespace, name, origin, hint=hint)
             if job is not None and await self._on_worker(remote, action, kube.delete(integration.ref, namespace, job["metadata"]["name"])):
                 remote.pending_deletes.expect(uid_of(job))
-                log.info("remote job deleted", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
+                log.debug("remote job deleted", workload=f"{namespace}/{name}", cluster=remote.name, kind=integration.adapter.kind)
         elif isinstance(action, dispatch.SyncJobStatus):
             if not await self._sync_job(remote):
                 self.retry_after = SYNC_RETRY_SECONDS
@@ -307,7 +307,7 @@ class _Runner:
             )
             event = ("Normal", "MultiKueueFinished", f"finished on worker {action.cluster}: {action.reason}: {action.message}")
             self.wl = await self.applier.writer.finish(wl, condition.to_dict(), events=[event])
-            log.info("multikueue", workload=f"{namespace}/{name}", reason=event[1], message=event[2])
+            log.debug("multikueue", workload=f"{namespace}/{name}", reason=event[1], message=event[2])
 
     async def _sync_job(self, remote: RemoteCluster, *, final: bool = False) -> bool:
         """Copy the worker job's status to the manager's; False when it has to wait."""
@@ -352,7 +352,7 @@ class _Runner:
         meta = remote_job["metadata"]
         call = remote.kube.patch(adapter.ref, meta["namespace"], meta["name"], patch)
         await self._on_worker(remote, dispatch.SyncJobStatus(remote.name), call)
-        log.info("remote job spec synced", workload=f"{meta['namespace']}/{self.wl.name}", cluster=remote.name, patch=patch)
+        log.debug("remote job spec synced", workload=f"{meta['namespace']}/{self.wl.name}", cluster=remote.name, patch=patch)
 
     async def _delete_copy(self, remote: RemoteCluster, namespace: str, name: str) -> bool:
         """Drop the copy's ``resource-in-use`` finalizer, then delete it; False when it was gone already.

@@ -186,7 +186,7 @@ class JobReconciler:
         if live is None:
             self._forget(key)
             return
-        log.info(
+        log.debug(
             "job changed since the version decided on; deciding again on the live Job",
             job=f"{namespace}/{name}",
             decided_on=meta.get("resourceVersion"),
@@ -212,7 +212,7 @@ class JobReconciler:
                 without_queue_name=self.without_queue_name,
             )  # fmt: skip
         except MissingFlavorError as exc:
-            log.info("job not started yet", job=f"{namespace}/{name}", reason=str(exc))
+            log.debug("job not started yet", job=f"{namespace}/{name}", reason=str(exc))
             return  # the flavor arrives with the next watch event, which reconciles again
         except PodSetMergeConflict as exc:
             self._event(job, "Warning", "FailedToStart", str(exc))
@@ -252,7 +252,7 @@ class JobReconciler:
             log.error("job reconcile failed", job=f"{namespace}/{name}", step=action.step.value, status=exc.status, error=exc.reason)
             self._event(job, "Warning", "ReconcileFailed", f"{action.step.value}: {exc.status} {exc.reason}")
             raise  # retried with backoff by the queue
-        log.info("job reconciled", job=f"{namespace}/{name}", step=action.step.value, message=action.message)
+        log.debug("job reconciled", job=f"{namespace}/{name}", step=action.step.value, message=action.message)
 
     async def _namespace_managed(self, job: Mapping[str, Any]) -> bool:
         """Whether a Job without a Workload yet is ours to manage: its namespace matches ``managed_namespaces``.

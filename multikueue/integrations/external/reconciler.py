@@ -252,7 +252,7 @@ class ExternalReconciler:
                 return
             log.error("external object reconcile failed", framework=adapter.gvk, object=f"{namespace}/{name}", step=action.step.value, status=exc.status, error=exc.reason)
             return
-        log.info("external object reconciled", framework=adapter.gvk, object=f"{namespace}/{name}", step=action.step.value, message=action.message)
+        log.debug("external object reconciled", framework=adapter.gvk, object=f"{namespace}/{name}", step=action.step.value, message=action.message)
 
     async def _off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn`` in a thread, its result abandoned after :data:`DECIDE_SECONDS` (TimeoutError)."""

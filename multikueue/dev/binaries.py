@@ -101,9 +101,9 @@ def find_go() -> str:
     return go
 
 
-#: How long a build with nothing in Go's caches took here (two cores), for the progress lines.
+#: How long a build with nothing in Go's caches takes on two cores, for the progress lines (the control plane timed, kwok not).
 CONTROLPLANE_ESTIMATE = "about 6 minutes cold on two cores"
-KWOK_ESTIMATE = "about a minute cold on two cores"
+KWOK_ESTIMATE = "a few minutes at most with a cold Go cache"
 #: For builds whose caller gives no estimate.
 GENERIC_ESTIMATE = "minutes when Go's build cache is cold, seconds when it is warm"
 

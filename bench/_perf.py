@@ -281,6 +281,8 @@ class Run:
     workloads: int = 0
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     stop_s: float | None = None
+    #: Why the runner wrote no summary (e.g. its recording timed out); such a run is left out of the table's means.
+    incomplete: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -306,10 +308,20 @@ def parse_run(
     apiserver_cpu_s: float,
     load: tuple[float, float, float] = (0.0, 0.0, 0.0),
     stop_s: float | None = None,
+    incomplete: str | None = None,
 ) -> Run:
+    """One run's figures; without the runner's summary (``incomplete``) the finished count comes from the Workloads."""
     summary = yaml.safe_load(summary_yaml) or {}
-    rows = workload_rows(wl_csv)
-    done, total = finished(rows)
+    rows = workload_rows(wl_csv) if wl_csv else []
+    workloads = list(workloads)
+    if rows:
+        done, total = finished(rows)
+    else:
+        done = sum(
+            1 for wl in workloads
+            if any(c.get("type") == "Finished" and c.get("status") == "True" for c in (wl.get("status") or {}).get("conditions") or [])
+        )  # fmt: skip
+        total = len(workloads)
     return Run(
         system=system,
         wall_s=wall_s,
@@ -326,6 +338,7 @@ def parse_run(
         workloads=total,
         load=load,
         stop_s=stop_s,
+        incomplete=incomplete,
     )
 
 
@@ -380,7 +393,7 @@ FIGURES: list[tuple[str, Any, int]] = [
 
 def table(runs: Sequence[Run], systems: Sequence[str], ours: str = "ours") -> str:
     """The side-by-side table: the mean of each system's runs (min–max when they differ) and ours / each other system."""
-    by_system = {s: [r for r in runs if r.system == s] for s in systems}
+    by_system = {s: [r for r in runs if r.system == s and not r.incomplete] for s in systems}
     others = [s for s in systems if s != ours and by_system[s]]
     header = ["figure", *systems, *(f"{ours} / {s}" for s in others if ours in systems)]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
@@ -401,16 +414,22 @@ def table(runs: Sequence[Run], systems: Sequence[str], ours: str = "ours") -> st
         reasons.append(", ".join(f"{k} {v}" for k, v in sorted(total.items())) or "none")
     reasons += [""] * (len(header) - len(reasons))
     lines.append("| " + " | ".join(reasons) + " |")
+    left_out = [r for r in runs if r.incomplete and r.system in systems]
+    if left_out:
+        lines.append("")
+        lines.append("Left out of the means (no summary from the runner):")
+        lines += [f"- {run_line(r)}" for r in left_out]
     return "\n".join(lines)
 
 
 def run_line(run: Run) -> str:
     """One line per run, printed as it ends."""
-    adm = " / ".join(f"{run.admission_ms.get(c, 0) / 1000:.1f}" for c in CLASSES)
+    adm = " / ".join(f"{run.admission_ms[c] / 1000:.1f}" if c in run.admission_ms else "–" for c in CLASSES)
     a2f = "–" if run.admission_to_finish_ms is None else f"{run.admission_to_finish_ms / 1000:.2f}"
     stop = "" if run.stop_s is None else f", stopped in {run.stop_s:.1f} s"
+    incomplete = f" [incomplete: {run.incomplete}]" if run.incomplete else ""
     return (
-        f"{run.system}: wall {run.wall_s:.0f} s, admission {adm} s, small admission→finish {a2f} s, "
+        f"{run.system}{incomplete}: wall {run.wall_s:.0f} s, admission {adm} s, small admission→finish {a2f} s, "
         f"evictions {run.evictions} {dict(run.eviction_reasons) or ''}, conflicts {run.conflicts}, "
         f"quota-time {run.quota_time:.3g}, controller CPU {run.controller_cpu_s:.1f} s / peak {run.controller_peak_mib:.0f} MiB, "
         f"apiserver CPU {run.apiserver_cpu_s:.1f} s, finished {run.finished}/{run.workloads}, "

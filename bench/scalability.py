@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -176,13 +177,15 @@ def one_run(
         controller.stop()
         clusters.down()
     runner_log = (out / "runner.log").read_text(errors="replace")
+    incomplete = None
     if result.returncode != 0 or not (out / "summary.yaml").is_file():
-        tail = "\n".join(runner_log.splitlines()[-20:])
-        raise RuntimeError(f"the runner failed against {system} (exit {result.returncode}); last lines:\n{tail}")
+        errors = [line for line in runner_log.splitlines() if "\tERROR\t" in line and "Reconciler error" not in line]
+        incomplete = f"runner exit {result.returncode}" + (f": {errors[-1].split(chr(9))[-1][:200]}" if errors else "")
+    read = lambda name: (out / name).read_text() if (out / name).is_file() else ""  # noqa: E731
     return parse_run(
         system,
-        (out / "summary.yaml").read_text(),
-        (out / "wlStates.csv").read_text(),
+        read("summary.yaml"),
+        read("wlStates.csv"),
         runner_log,
         workloads,
         wall_s=wall,
@@ -191,7 +194,14 @@ def one_run(
         apiserver_cpu_s=api_after - api_before,
         load=load,
         stop_s=stop_s,
+        incomplete=incomplete,
     )
+
+
+def duration_s(text: str) -> float:
+    """A Go duration as the runner takes it (``15m``, ``90s``, ``1h``, ``1m30s``)."""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([0-9.]+)(ms|h|m|s)", text))
 
 
 def not_after(text: str) -> dt.datetime:
@@ -263,8 +273,9 @@ def main() -> int:
         for round_ in range(args.runs):
             for system in systems:
                 index += 1
-                # Set-up and teardown take under a minute; an unknown run is given the runner's timeout.
-                budget = (longest * 1.3 if longest else 15 * 60) + 60
+                # Set-up and teardown take a minute or two; a run may last until the runner's timeout
+                # after the generator's end (under a minute for the baselines).
+                budget = max(longest * 1.3, duration_s(args.timeout) + 60) + 120
                 if args.not_after and dt.datetime.now(dt.UTC) + dt.timedelta(seconds=budget) > args.not_after:
                     print(f"--- not starting {system} (round {round_ + 1}): it could end after {args.not_after:%H:%M} UTC", flush=True)
                     continue

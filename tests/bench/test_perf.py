@@ -193,3 +193,19 @@ def test_client_limit_read_from_minimalkueues_log() -> None:
     line = '2026-11-23T07:39:03.74Z\tINFO\tminimalkueue/main.go:143\tK8S Client\t{"Host": "https://127.0.0.1:1", "qps": 1000, "burst": 2000}\n'
     assert perf.client_limit_in_log("Start minimalkueue\n" + line) == (1000.0, 2000)
     assert perf.client_limit_in_log("nothing") is None
+
+
+def test_a_run_without_summary_is_counted_from_the_workloads_and_left_out_of_the_means() -> None:
+    finished = _wl({"type": "Finished", "status": "True", "reason": "ByTest"})
+    pending = _wl({"type": "QuotaReserved", "status": "False", "reason": "Pending"})
+    timed_out = perf.parse_run(
+        "ours", "", "", RUNNER_LOG, [finished, finished, pending], wall_s=900, controller_cpu_s=800.0,
+        controller_peak_kib=1024 * 1024, apiserver_cpu_s=300.0, incomplete="runner exit 1: context deadline exceeded",
+    )  # fmt: skip
+    assert (timed_out.finished, timed_out.workloads) == (2, 3)
+    assert timed_out.admission_ms == {} and timed_out.admission_to_finish_ms is None and timed_out.quota_time == 0
+    line = perf.run_line(timed_out)
+    assert line.startswith("ours [incomplete: runner exit 1: context deadline exceeded]: wall 900 s, admission – / – / – s")
+    text = perf.table([_run("upstream", 170), _run("ours", 166), timed_out], ["upstream", "ours"])
+    assert "| wall time (s) | 170 | 166 | 0.98 |" in text
+    assert text.splitlines()[-2:] == ["Left out of the means (no summary from the runner):", f"- {line}"]

@@ -220,7 +220,7 @@ def main() -> int:
     parser.add_argument("--cohorts", type=int, help="override the generator's cohort count")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, run in this order each round ({', '.join(SYSTEMS)})")
     parser.add_argument("--runs", type=int, default=1, help="rounds (each system once per round)")
-    parser.add_argument("--timeout", default="15m", help="the runner's maximum record time")
+    parser.add_argument("--timeout", default="30m", help="the runner's maximum record time (ours needed 13 min for 3,000 Workloads under load)")
     parser.add_argument("--not-after", type=not_after, metavar="HH:MM", help="start no run that could end after this time (UTC)")
     parser.add_argument("--keep", metavar="DIR", help="keep each run's output, logs and clusters' logs here")
     parser.add_argument("--json", metavar="FILE", help="also write every run's figures here")

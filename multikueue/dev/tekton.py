@@ -48,14 +48,9 @@ container terminated, exit 0, phase ``Succeeded``; or failed, see
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import socket
-import tarfile
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +60,8 @@ from kubernetes import client
 
 from multikueue.dev import wiring
 from multikueue.dev.binaries import binaries_dir, find_go, go_build
-from multikueue.dev.errors import DevEnvironmentError
-from multikueue.dev.paths import cache_dir
 from multikueue.dev.process import ManagedProcess, spawn, wait_until
-from multikueue.dev.upstream import thirdparty_dir
+from multikueue.dev.thirdparty import GoArchive, Source
 
 log = structlog.get_logger(__name__)
 
@@ -80,62 +73,16 @@ ARCHIVE_SHA256 = "5593b1429482e8ace653c10d9dd527868b749e5b5e0e8a920d570ffe53dd24
 NAMESPACE = "tekton-pipelines"
 
 
+ARCHIVE_SPEC = GoArchive("Tekton", ARCHIVE, ARCHIVE_SHA256, VERSION, prefix="tekton-pipeline")
+
+
 def archive_path() -> Path:
-    path = thirdparty_dir() / ARCHIVE
-    if not path.is_file():
-        raise DevEnvironmentError(
-            f"Tekton's source archive {ARCHIVE} is not at {path}; put it there "
-            "(or point $MULTIKUEUE_THIRDPARTY at the folder that holds it)"
-        )
-    return path
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class Source:
-    """The unpacked archive: its root (``go.mod``, ``config/``) and the archive's checksum."""
-
-    root: Path
-    sha256: str
-
-    @property
-    def short(self) -> str:
-        return self.sha256[:12]
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config"
+    return ARCHIVE_SPEC.path()
 
 
 def ensure_source() -> Source:
     """The archive checked and unpacked once into the cache (reused while its checksum holds)."""
-    archive = archive_path()
-    sha = _sha256(archive)
-    if sha != ARCHIVE_SHA256:
-        raise DevEnvironmentError(
-            f"{archive} has sha256 {sha}, not the {ARCHIVE_SHA256} of Tekton Pipelines {VERSION}; "
-            "replace it with the archive the third-party README lists"
-        )
-    target = cache_dir() / "src" / f"tekton-pipeline-{VERSION}-{sha[:12]}"
-    if (target / "go.mod").is_file():
-        return Source(target, sha)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tekton-src-", dir=target.parent) as tmp:
-        with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
-        [top] = [p for p in Path(tmp).iterdir() if p.is_dir()]
-        if not (top / "go.mod").is_file():
-            raise DevEnvironmentError(f"{archive} does not hold a Go module at its top folder ({top.name})")
-        shutil.rmtree(target, ignore_errors=True)
-        top.rename(target)
-    return Source(target, sha)
+    return ARCHIVE_SPEC.unpacked()
 
 
 def binary_path(source: Source) -> Path:

@@ -29,16 +29,13 @@ so :func:`install` waits for its Deployment to be ready.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
-import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -46,8 +43,7 @@ import yaml
 
 from multikueue.dev import containers
 from multikueue.dev.binaries import binaries_dir, find_go, go_build
-from multikueue.dev.errors import DevEnvironmentError
-from multikueue.dev.paths import cache_dir, source_checkout
+from multikueue.dev.thirdparty import GoArchive, Source
 
 log = structlog.get_logger(__name__)
 
@@ -66,65 +62,16 @@ SOURCE_LABEL = "io.multikueue.upstream-kueue.sha256"
 CONFIG_MAP = "kueue-manager-config"
 
 
-def thirdparty_dir() -> Path:
-    override = os.environ.get("MULTIKUEUE_THIRDPARTY")
-    if override:
-        return Path(override).expanduser()
-    return source_checkout().parent / "shared" / "thirdparty"
+ARCHIVE_SPEC = GoArchive("upstream Kueue", ARCHIVE, ARCHIVE_SHA256, VERSION, prefix="kueue")
 
 
 def archive_path() -> Path:
-    path = thirdparty_dir() / ARCHIVE
-    if not path.is_file():
-        raise DevEnvironmentError(
-            f"upstream Kueue's source archive {ARCHIVE} is not at {path}; put it there "
-            "(or point $MULTIKUEUE_THIRDPARTY at the folder that holds it)"
-        )
-    return path
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class Source:
-    """The unpacked archive: its root (``go.mod``, ``config/``) and the archive's checksum."""
-
-    root: Path
-    sha256: str
-
-    @property
-    def short(self) -> str:
-        return self.sha256[:12]
+    return ARCHIVE_SPEC.path()
 
 
 def ensure_source() -> Source:
     """The archive checked and unpacked once into the cache (reused while its checksum holds)."""
-    archive = archive_path()
-    sha = _sha256(archive)
-    if sha != ARCHIVE_SHA256:
-        raise DevEnvironmentError(
-            f"{archive} has sha256 {sha}, not the {ARCHIVE_SHA256} of upstream Kueue {VERSION}; "
-            "replace it with the archive the third-party README lists"
-        )
-    target = cache_dir() / "src" / f"kueue-{VERSION}-{sha[:12]}"
-    if (target / "go.mod").is_file():
-        return Source(target, sha)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kueue-src-", dir=target.parent) as tmp:
-        with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
-        [top] = [p for p in Path(tmp).iterdir() if p.is_dir()]
-        if not (top / "go.mod").is_file():
-            raise DevEnvironmentError(f"{archive} does not hold a Go module at its top folder ({top.name})")
-        shutil.rmtree(target, ignore_errors=True)
-        top.rename(target)
-    return Source(target, sha)
+    return ARCHIVE_SPEC.unpacked()
 
 
 def ensure_binary(source: Source) -> Path:

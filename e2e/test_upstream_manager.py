@@ -57,18 +57,20 @@ def test_a_job_dispatched_by_upstream_runs_on_our_worker_and_its_status_comes_ba
     wl_name = workload_name_for_owner("from-upstream", created.metadata.uid, "Job", "batch")
     manager = o.Kueue(e2e_clusters.manager)
 
-    def admitted_copy() -> tuple[int, dict[str, Any]] | None:
+    def created_job() -> tuple[int, Any] | None:
+        """The worker upstream chose: the one its Job copy is created on (both workers may admit a copy first)."""
         for index, api in enumerate(workers, start=1):
-            copy = o.Kueue(api).get_or_none("Workload", wl_name, ns)
-            if copy and o.is_true(copy, "QuotaReserved"):
-                return index, copy
+            jobs = client.BatchV1Api(api).list_namespaced_job(ns).items
+            if jobs:
+                return index, jobs[0]
         return None
 
-    index, copy = o.wait_for(admitted_copy, 120, what="the Workload copy admitted by our controller on a worker")
+    index, job = o.wait_for(created_job, 120, what="the Job created on the worker upstream chose")
+    copy = o.Kueue(workers[index - 1]).get("Workload", wl_name, ns)
+    assert o.is_true(copy, "QuotaReserved"), "our worker controller admitted the copy"
     assert copy["status"]["admission"]["clusterQueue"] == f"cq-{ns}"
     assert copy["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-origin"), "upstream marked the copy as its own"
     remote = client.BatchV1Api(workers[index - 1])
-    job = o.wait_for(lambda: next(iter(remote.list_namespaced_job(ns).items), None), 90, what=f"the Job created on worker{index}")
     # Upstream v0.19 names the prebuilt Workload in an annotation (older releases used a label): ours reads both.
     prebuilt = {**(job.metadata.labels or {}), **(job.metadata.annotations or {})}.get("kueue.x-k8s.io/prebuilt-workload-name")
     assert prebuilt == wl_name

@@ -621,6 +621,8 @@ class TestRbac:
         for where, rule in _rules(docs):
             if "update" not in rule["verbs"] or where in people:
                 continue  # the people's roles (config/rbac/users) edit as kubectl does
+            if where == "ClusterRole/multikueue-manager-access" and rule["resources"] == ["workloads"]:
+                continue  # a manager's identity on a worker: upstream Kueue's manager PUTs to drop a finalizer
             fine = all(r.endswith("/finalizers") for r in rule["resources"])
             assert fine, f"{where}: update on {rule['resources']}"
 

@@ -34,7 +34,8 @@ GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 #: What the manager uses on a worker (see the comments in config/worker-access/clusterrole.yaml).
 GRANTED = {
-    ("kueue.x-k8s.io", "workloads", ""): {"list", "watch", "create", "get", "patch", "delete"},
+    # update: not used by our manager; upstream Kueue's manager drops a losing copy's finalizer with it.
+    ("kueue.x-k8s.io", "workloads", ""): {"list", "watch", "create", "get", "patch", "update", "delete"},
     # get: not used by our manager; upstream Kueue's manager reads a remote Job by name (e2e/test_upstream_manager.py).
     ("batch", "jobs", ""): {"list", "watch", "create", "get", "delete"},
 }

@@ -37,7 +37,8 @@ from typing import Any
 import yaml
 
 from multikueue.dev import upstream
-from multikueue.dev.binaries import binaries_dir, find_go, go_build
+from multikueue.dev.binaries import binaries_dir
+from multikueue.dev.thirdparty import build_go_binary
 
 RUNNER_PACKAGE = "./test/performance/scheduler/runner"
 MINIMALKUEUE_PACKAGE = "./test/performance/scheduler/minimalkueue"
@@ -57,20 +58,7 @@ CONFLICT = "object has been modified"
 
 
 def _build(source: upstream.Source, target: Path, package: str, what: str, extra: Sequence[str] = ()) -> Path:
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / (target.name + ".tmp")
-    print(f"--- building {what} ({upstream.VERSION}; a few minutes the first time)", flush=True)
-    go_build(
-        find_go(),
-        ["build", "-mod=vendor", "-trimpath", *extra, "-o", str(tmp), package],
-        source.root,
-        {**os.environ, "CGO_ENABLED": "0"},
-        what,
-    )
-    tmp.replace(target)
-    return target
+    return build_go_binary(source, target, package, what, extra)
 
 
 def ensure_runner(source: upstream.Source) -> Path:

@@ -48,9 +48,7 @@ container terminated, exit 0, phase ``Succeeded``; or failed, see
 
 from __future__ import annotations
 
-import os
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +57,9 @@ import yaml
 from kubernetes import client
 
 from multikueue.dev import wiring
-from multikueue.dev.binaries import binaries_dir, find_go, go_build
+from multikueue.dev.binaries import binaries_dir
 from multikueue.dev.process import ManagedProcess, spawn, wait_until
-from multikueue.dev.thirdparty import GoArchive, Source
+from multikueue.dev.thirdparty import GoArchive, Source, build_go_binary
 
 log = structlog.get_logger(__name__)
 
@@ -92,24 +90,14 @@ def binary_path(source: Source) -> Path:
 def ensure_binary(source: Source | None = None) -> Path:
     """Tekton's controller (``cmd/controller``), statically linked, cached by the archive's checksum."""
     source = source or ensure_source()
-    target = binary_path(source)
-    if target.is_file():
-        return target
-    go = find_go()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / (target.name + ".tmp")
-    started = time.monotonic()
-    print(f"--- building Tekton Pipelines {VERSION} (cmd/controller, about 10 minutes cold on two cores)", flush=True)
-    go_build(
-        go,
-        ["build", "-mod=vendor", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "./cmd/controller"],
-        source.root,
-        {**os.environ, "CGO_ENABLED": "0"},
+    return build_go_binary(
+        source,
+        binary_path(source),
+        "./cmd/controller",
         f"Tekton Pipelines {VERSION} controller",
+        ["-ldflags=-s -w"],
+        estimate="about 10 minutes cold on two cores",
     )
-    tmp.replace(target)
-    log.info("built tekton controller", binary=str(target), seconds=round(time.monotonic() - started, 1))
-    return target
 
 
 # -- install ------------------------------------------------------------------------------------

@@ -18,13 +18,15 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from multikueue.dev.binaries import find_go, go_build
 from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.paths import cache_dir, source_checkout
 
-__all__ = ["GoArchive", "Source", "sha256_of", "thirdparty_dir"]
+__all__ = ["GoArchive", "Source", "build_go_binary", "sha256_of", "thirdparty_dir"]
 
 
 def thirdparty_dir() -> Path:
@@ -102,3 +104,29 @@ class GoArchive:
             shutil.rmtree(target, ignore_errors=True)
             top.rename(target)
         return Source(target, sha)
+
+
+def build_go_binary(
+    source: Source, target: Path, package: str, what: str, extra: Sequence[str] = (), *, estimate: str | None = None
+) -> Path:
+    """``go build -mod=vendor`` of ``package`` in ``source`` into ``target``, statically linked, unless it is there.
+
+    ``target`` names the archive's checksum, so a cached binary is reused
+    while the archive holds; it is built under a ``.tmp`` name and renamed,
+    so an interrupted build is never taken for a finished one. ``go_build``
+    prints the progress.
+    """
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / (target.name + ".tmp")
+    go_build(
+        find_go(),
+        ["build", "-mod=vendor", "-trimpath", *extra, "-o", str(tmp), package],
+        source.root,
+        {**os.environ, "CGO_ENABLED": "0"},
+        what,
+        estimate=estimate,
+    )
+    tmp.replace(target)
+    return target

@@ -30,11 +30,9 @@ so :func:`install` waits for its Deployment to be ready.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,8 +40,8 @@ import structlog
 import yaml
 
 from multikueue.dev import containers
-from multikueue.dev.binaries import binaries_dir, find_go, go_build
-from multikueue.dev.thirdparty import GoArchive, Source
+from multikueue.dev.binaries import binaries_dir
+from multikueue.dev.thirdparty import GoArchive, Source, build_go_binary
 
 log = structlog.get_logger(__name__)
 
@@ -76,24 +74,14 @@ def ensure_source() -> Source:
 
 def ensure_binary(source: Source) -> Path:
     """Upstream's manager (``cmd/kueue``), statically linked, cached by the archive's checksum."""
-    target = binaries_dir() / f"kueue-{VERSION}-{source.short}"
-    if target.is_file():
-        return target
-    go = find_go()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / (target.name + ".tmp")
-    started = time.monotonic()
-    print(f"--- building upstream Kueue {VERSION} (cmd/kueue, about 10 minutes cold on two cores)", flush=True)
-    go_build(
-        go,
-        ["build", "-mod=vendor", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "./cmd/kueue"],
-        source.root,
-        {**os.environ, "CGO_ENABLED": "0"},
+    return build_go_binary(
+        source,
+        binaries_dir() / f"kueue-{VERSION}-{source.short}",
+        "./cmd/kueue",
         f"upstream Kueue {VERSION}",
+        ["-ldflags=-s -w"],
+        estimate="about 10 minutes cold on two cores",
     )
-    tmp.replace(target)
-    log.info("built upstream kueue", binary=str(target), seconds=round(time.monotonic() - started, 1))
-    return target
 
 
 def _image_source(tag: str) -> str | None:

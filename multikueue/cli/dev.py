@@ -148,6 +148,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from multikueue.dev.demo import cli_command
+
     options = ClusterSetOptions(
         name=args.name,
         workers=args.workers,
@@ -166,7 +168,7 @@ def _up(args: argparse.Namespace) -> int:
     if args.tekton and clusters.workers:
         print(f"  Tekton Pipelines {tekton.VERSION} runs on {', '.join(clusters.tekton_running())} "
               f"(logs: {clusters.directory}/WORKER/logs/tekton-controller.log)")
-    print("  stop: multikueue dev clusters down" + ("" if args.name == "dev" else f" --name {args.name}"))
+    print(f"  stop: {cli_command()} dev clusters down" + ("" if args.name == "dev" else f" --name {args.name}"))
     return 0
 
 
@@ -194,6 +196,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _kind_up(args: argparse.Namespace) -> int:
     from multikueue.dev import kind
+    from multikueue.dev.demo import cli_command
 
     options = kind.KindOptions(
         node_image=args.node_image,
@@ -208,7 +211,7 @@ kind clusters are up, the controllers run in them; admin kubeconfigs in {kind.st
   the manager:  export KUBECONFIG={manager}
   status:       kubectl get multikueueclusters,admissionchecks,clusterqueues
   submit a Job: kubectl create -f examples/kind/sample-job.yaml   (runs {kind.JOB_IMAGE} on a worker)
-  watch it:     multikueue status --kubeconfig {manager} -n default
+  watch it:     {cli_command()} status --kubeconfig {manager} -n default
   e2e on kind:  ./hack/test.sh -m e2e --clusters kind
   remove all:   kind-configs/down.sh""")
     for role in options.upstream_roles:

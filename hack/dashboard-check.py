@@ -18,6 +18,12 @@ screenshots of Prometheus's graph page with each dashboard panel's queries.
     sudo apt-get install -y prometheus chromium      # once
     ~/.cache/multikueue/venv/bin/python hack/dashboard-check.py --screenshots /tmp/shots
 
+``--demo`` checks the dashboard over the demo's own controllers instead
+(``./hack/demo.sh`` leaves them running): Prometheus scrapes them while the
+demo runs once more, then the same queries and screenshots.
+
+    ./hack/demo.sh && ~/.cache/multikueue/venv/bin/python hack/dashboard-check.py --demo --screenshots /tmp/shots
+
 Exit status 0 when every query returned data. ``--keep`` leaves the
 clusters, controllers and Prometheus running (their addresses are printed);
 stop them with ``multikueue dev clusters down --name dashboard-check`` and by
@@ -32,6 +38,7 @@ import math
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -202,9 +209,74 @@ def screenshot(url: str, path: Path, size: str = "1400,2200", wait_ms: int = 150
     )  # fmt: skip
 
 
+def report(prometheus: Prometheus, screenshots: Path | None, window: str) -> bool:
+    """Run and print every dashboard query, take the screenshots; True when every query returned a number."""
+    results = check(prometheus)
+    width = max(len(panel) for _, panel, _, _, _ in results)
+    for _, panel, expr, series, number in results:
+        verdict = "ok" if series and number else ("NaN only" if series else "EMPTY")
+        print(f"  {verdict:8} {panel:{width}}  {series:3} series  {expr}")
+    ok = all(series and number for _, _, _, series, number in results)
+    if screenshots is not None:
+        screenshots.mkdir(parents=True, exist_ok=True)
+        by_panel: dict[str, list[str]] = {}
+        for _, panel, expr, _, _ in results:
+            by_panel.setdefault(panel, []).append(expr)
+        for index, (panel, exprs) in enumerate(by_panel.items(), 1):
+            slug = "".join(c if c.isalnum() else "-" for c in panel.lower()).strip("-")
+            path = screenshots / f"panel-{index:02d}-{slug}.png"
+            screenshot(prometheus.graph_url(exprs, window), path, size=f"1400,{300 + 745 * len(exprs)}")
+            print(f"--- screenshot of panel {panel!r} ({len(exprs)} queries): {path}", flush=True)
+    print("--- every dashboard query returned data" if ok else "--- some dashboard queries returned no data", flush=True)
+    return ok
+
+
+def demo_metrics_ports(name: str) -> dict[str, str]:
+    """cluster -> host:port of the /metrics of the controllers ``./hack/demo.sh`` left running on the set ``name``."""
+    from multikueue.dev.demo import running_controller
+
+    try:
+        clusters = ClusterSet.load(name)
+    except Exception as exc:  # noqa: BLE001 - any reason the set is not there reads the same to the user
+        sys.exit(f"no local cluster set {name!r} ({exc}): run ./hack/demo.sh first")
+    ports = {}
+    for cluster in clusters.clusters:
+        process = running_controller(cluster.processes, cluster.name)
+        if process is None or "--metrics-port" not in process.argv:
+            sys.exit(f"no controller of the demo runs on {cluster.name!r}: run ./hack/demo.sh (it leaves them running)")
+        ports[cluster.name] = f"127.0.0.1:{process.argv[process.argv.index('--metrics-port') + 1]}"
+    return ports
+
+
+def check_demo(args: argparse.Namespace) -> int:
+    """The dashboard over the demo's own controllers: Prometheus scrapes them while the demo runs once more."""
+    ports = demo_metrics_ports(args.name)
+    work = Path(tempfile.mkdtemp(prefix="dashboard-check-demo-"))
+    print(f"--- the demo's controllers, /metrics on {ports}", flush=True)
+    prometheus = Prometheus(work / "prometheus", ports).start()
+    try:
+        print(f"--- Prometheus on {prometheus.url}, scraping every {SCRAPE_INTERVAL}; running the demo (a Job and a PipelineRun)", flush=True)
+        time.sleep(6)  # a few scrapes before the demo's Workloads: rates need two samples around them
+        demo = subprocess.run([sys.executable, "-m", "multikueue.cli.main", "dev", "demo", "--name", args.name], check=False)
+        if demo.returncode != 0:
+            print(f"--- the demo failed (exit {demo.returncode})", flush=True)
+            return 1
+        time.sleep(10)
+        print(f"--- targets: {prometheus.targets_up()}", flush=True)
+        return 0 if report(prometheus, args.screenshots, "5m") else 1
+    finally:
+        if args.keep:
+            print(f"--- kept running: Prometheus {prometheus.url} (pid {prometheus.process.pid if prometheus.process else '-'})")
+        else:
+            prometheus.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="dashboard-check", help="the local cluster set's name (its own directory and ports)")
+    parser.add_argument("--demo", action="store_true",
+                        help="instead of a cluster set and load of its own: the controllers ./hack/demo.sh left running "
+                        "(set 'dev' unless --name), scraped while the demo runs once more")  # fmt: skip
     parser.add_argument("--burst", type=int, default=10, help="Jobs submitted at once (the manager's quota is 6 CPUs: some wait)")
     parser.add_argument("--every", type=float, default=4.0, help="then one Job every this many seconds")
     parser.add_argument("--run-for", default="15s", help="how long each Job's pod runs on the kwok nodes")
@@ -212,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screenshots", type=Path, help="directory for PNGs of Prometheus's graph page, one per dashboard panel")
     parser.add_argument("--keep", action="store_true", help="leave clusters, controllers and Prometheus running")
     args = parser.parse_args(argv)
+    if args.demo:
+        if args.name == "dashboard-check":
+            args.name = "dev"
+        return check_demo(args)
 
     options = ClusterSetOptions(name=args.name, workers=2, full=True, base_port=free_base_port(3))
     clusters = ClusterSet.plan(options)
@@ -222,7 +298,6 @@ def main(argv: list[str] | None = None) -> int:
     controllers: list[ControllerProcess] = []
     prometheus: Prometheus | None = None
     load: Load | None = None
-    failed = True
     try:
         for index, cluster in enumerate(clusters.clusters):
             role = "manager" if index == 0 else "worker"
@@ -242,25 +317,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(1 CPU, {args.run_for} each); {args.history:g}s of history first", flush=True)  # fmt: skip
         time.sleep(args.history)
         print(f"--- targets: {prometheus.targets_up()}; {load.submitted} Jobs submitted", flush=True)
-        results = check(prometheus)
-        width = max(len(panel) for _, panel, _, _, _ in results)
-        for _, panel, expr, series, number in results:
-            verdict = "ok" if series and number else ("NaN only" if series else "EMPTY")
-            print(f"  {verdict:8} {panel:{width}}  {series:3} series  {expr}")
-        failed = not all(series and number for _, _, _, series, number in results)
-        if args.screenshots is not None:
-            args.screenshots.mkdir(parents=True, exist_ok=True)
-            by_panel: dict[str, list[str]] = {}
-            for _, panel, expr, _, _ in results:
-                by_panel.setdefault(panel, []).append(expr)
-            window = f"{int(args.history // 60) + 2}m"  # the load's whole history, not an empty hour
-            for index, (panel, exprs) in enumerate(by_panel.items(), 1):
-                slug = "".join(c if c.isalnum() else "-" for c in panel.lower()).strip("-")
-                path = args.screenshots / f"panel-{index:02d}-{slug}.png"
-                screenshot(prometheus.graph_url(exprs, window), path, size=f"1400,{300 + 745 * len(exprs)}")
-                print(f"--- screenshot of panel {panel!r} ({len(exprs)} queries): {path}", flush=True)
-        print("--- every dashboard query returned data" if not failed else "--- some dashboard queries returned no data", flush=True)
-        return 1 if failed else 0
+        window = f"{int(args.history // 60) + 2}m"  # the load's whole history, not an empty hour
+        return 0 if report(prometheus, args.screenshots, window) else 1
     finally:
         if load is not None:
             load.stop()

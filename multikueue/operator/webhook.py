@@ -28,6 +28,15 @@ and no CA) is pointed back within that time. Only a reset CRD is rewritten
 then, never one another replica registered: a CRD update makes the API
 server close every watch on its kind.
 
+Besides the webhooks given at start (the Job's), the server takes
+:class:`AdmissionSource` s whose webhooks change while it runs: the manager's
+defaulting webhooks of the external kinds whose ConfigMap entry has
+``webhook`` (:mod:`multikueue.integrations.external.webhook`). kopf routes
+requests by handler and only knows kinds registered before it starts, so
+their requests are answered here, by id, like the conversion reviews, and
+the configuration is rewritten whenever a source's set changes (a ConfigMap
+reload). :func:`attach_on_startup` hands a source to the server kopf runs.
+
 How the API server reaches the server (:class:`WebhookOptions`): by URL
 (``https://<host>:<port>/<id>``, the local clusters and the tests) or, in a
 cluster, through a Service (``clientConfig.service``). Which certificate it
@@ -45,9 +54,9 @@ import base64
 import copy
 import ssl
 import urllib.parse
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 import structlog
@@ -154,11 +163,18 @@ class WebhookOptions:
         return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
 
 
-def namespace_selector(namespace: str, managed: LabelSelector | Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The webhooks' ``namespaceSelector``: ``managed`` (if any), minus kube-system and the controller's namespace.
+def namespace_selector(
+    namespace: str,
+    managed: LabelSelector | Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The webhooks' ``namespaceSelector``: ``managed`` (if any) and ``extra`` (if any), minus kube-system
+    and the controller's namespace.
 
     A LabelSelector ANDs its ``matchLabels`` and ``matchExpressions``, so the
-    exclusion (upstream's, by namespace name) is one more expression.
+    exclusion (upstream's, by namespace name) is one more expression, and so
+    is each of ``extra``'s labels (``In`` its value: ``managed`` may name the
+    same label, and one map cannot hold both).
     """
     excluded = list(dict.fromkeys([*EXCLUDED_NAMESPACES, namespace]))
     exclusion = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
@@ -167,7 +183,13 @@ def namespace_selector(namespace: str, managed: LabelSelector | Mapping[str, Any
     selector: dict[str, Any] = {}
     if managed and managed.get("matchLabels"):
         selector["matchLabels"] = dict(managed["matchLabels"])
-    selector["matchExpressions"] = [*copy.deepcopy(list((managed or {}).get("matchExpressions") or [])), exclusion]
+    expressions = copy.deepcopy(list((managed or {}).get("matchExpressions") or []))
+    if extra:
+        expressions += [
+            {"key": key, "operator": "In", "values": [value]} for key, value in (extra.get("matchLabels") or {}).items()
+        ]
+        expressions += copy.deepcopy(list(extra.get("matchExpressions") or []))
+    selector["matchExpressions"] = [*expressions, exclusion]
     return selector
 
 
@@ -206,20 +228,21 @@ def build_configurations(
     """The two configuration objects, by ``"mutating"``/``"validating"``.
 
     ``webhooks`` are the integrations' entries (an ``id``, which is both the
-    handler id kopf routes by and the URL path, plus the webhook fields).
+    handler id kopf routes by and the URL path, plus the webhook fields). An
+    entry's own ``namespaceSelector`` narrows the common one (both apply).
     """
     configurations = {}
     for reason, ref in CONFIGURATIONS.items():
         entries = []
         for entry in webhooks.get(reason, ()):
-            fields = {key: copy.deepcopy(value) for key, value in entry.items() if key != "id"}
+            fields = {key: copy.deepcopy(value) for key, value in entry.items() if key not in ("id", "namespaceSelector")}
             entries.append(
                 {
                     "name": f"{entry['id']}.{CONFIGURATION_NAME}",
                     "admissionReviewVersions": ["v1"],
                     "matchPolicy": "Equivalent",
                     "timeoutSeconds": TIMEOUT_SECONDS,
-                    "namespaceSelector": namespace_selector(namespace, managed_namespaces),
+                    "namespaceSelector": namespace_selector(namespace, managed_namespaces, entry.get("namespaceSelector")),
                     **fields,
                     "clientConfig": client.for_webhook(entry["id"]),
                 }
@@ -392,6 +415,36 @@ async def serve_conversion(body: Any) -> dict[str, Any]:
     return answer
 
 
+class AdmissionSource(Protocol):
+    """Webhooks whose set changes while the server runs, answered by the source itself."""
+
+    def webhooks(self) -> Mapping[str, Iterable[Mapping[str, Any]]]:
+        """Its webhook entries by reason (``mutating``/``validating``), as :func:`build_configurations` takes them."""
+        ...
+
+    def handles(self, webhook: str | None) -> bool:
+        """Whether requests for the webhook id ``webhook`` are its to answer."""
+        ...
+
+    def review(self, webhook: str, body: Any) -> dict[str, Any]:
+        """The AdmissionReview answering ``body``."""
+        ...
+
+    def on_change(self, listener: Callable[[], Any]) -> None:
+        """Call ``listener`` after :meth:`webhooks` changed."""
+        ...
+
+
+def _denied(body: Any, message: str) -> dict[str, Any]:
+    request = body.get("request") if isinstance(body, dict) else None
+    uid = str((request or {}).get("uid") or "") if isinstance(request, dict) else ""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": False, "status": {"code": 500, "message": message}},
+    }
+
+
 class ConfiguringServer:
     """kopf's HTTPS webhook server that, once listening, writes the configurations pointing at it.
 
@@ -418,6 +471,39 @@ class ConfiguringServer:
         self.tls = ReloadableContext()
         self._url: str | None = None
         self._missing_crds: list[str] = []
+        self._sources: list[AdmissionSource] = []
+        self._listening = False
+        #: One configuration write at a time (a reload and a certificate change may coincide).
+        self._configuring = asyncio.Lock()
+
+    async def attach(self, source: AdmissionSource) -> None:
+        """Serve ``source``'s webhooks too, and rewrite the configuration whenever they change.
+
+        Before the server listens this only records the source: the first
+        configuration written already holds its webhooks.
+        """
+        self._sources.append(source)
+        source.on_change(self._sources_changed)
+        if self._listening:
+            await self._sources_changed()
+
+    async def _sources_changed(self) -> None:
+        if not self._listening or self.tls.material is None:
+            return
+        try:
+            await self.configure(self.tls.material)
+        except (ApiException, HTTPError, OSError) as exc:
+            # configure logged a refused write; the next change or certificate refresh writes again.
+            log.warning("webhook configurations not rewritten after a change of the webhooks",
+                        error=str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)  # fmt: skip
+
+    def all_webhooks(self) -> dict[str, list[Mapping[str, Any]]]:
+        """The start-time webhooks followed by each attached source's, by reason."""
+        combined: dict[str, list[Mapping[str, Any]]] = {reason: list(self._webhooks.get(reason, ())) for reason in KINDS}
+        for source in self._sources:
+            for reason, entries in source.webhooks().items():
+                combined.setdefault(reason, []).extend(entries)
+        return combined
 
     async def prepare(self) -> None:
         """Load the first certificate (issuing it if this replica must); :class:`CertificateError` if none."""
@@ -429,8 +515,12 @@ class ConfiguringServer:
         return ClientConfig(url=self._url, service=service, ca_pem=material.ca_pem)
 
     async def configure(self, material: TlsMaterial) -> list[str]:
+        async with self._configuring:
+            return await self._configure(material)
+
+    async def _configure(self, material: TlsMaterial) -> list[str]:
         configurations = build_configurations(
-            self._webhooks,
+            self.all_webhooks(),
             self.client_config(material),
             self.options.namespace,
             managed_namespaces=self.options.managed_namespaces,
@@ -479,6 +569,14 @@ class ConfiguringServer:
         async def routed(data: Any, *, webhook: str | None = None, **kwargs: Any) -> Any:
             if webhook == CONVERSION_ID:
                 return await serve_conversion(data)
+            for source in self._sources:
+                if source.handles(webhook):
+                    assert webhook is not None
+                    try:
+                        return source.review(webhook, data)
+                    except Exception as exc:  # noqa: BLE001 - answered (refused, as the failure policy would), not dropped
+                        log.exception("admission review failed", webhook=webhook)
+                        return _denied(data, f"multikueue webhook {webhook} failed: {type(exc).__name__}: {str(exc)[:300]}")
             return await fn(data, webhook=webhook, **kwargs)
 
         watcher: asyncio.Task[None] | None = None
@@ -487,6 +585,7 @@ class ConfiguringServer:
             async for client_config in https(routed):  # type: ignore[arg-type]
                 self._url = client_config.get("url")
                 await self.configure(self.tls.material)
+                self._listening = True
                 log.info(
                     "webhook server listening",
                     port=self.options.port,
@@ -557,6 +656,40 @@ class ConfiguringServer:
         self.tls.load(material)
         log.info("webhook certificate reloaded", certificate=self.source.describe())
         return True
+
+
+def attach_on_startup(registry: kopf.OperatorRegistry, source: AdmissionSource, *, wait_seconds: float = 30.0) -> None:
+    """Attach ``source`` to the :class:`ConfiguringServer` kopf runs (``settings.admission.server``).
+
+    The server is put in kopf's settings by a startup handler registered
+    after the controller's handlers, and kopf runs startup handlers in order,
+    so this one looks for it from a task, a moment later: kopf starts the
+    server only once every startup handler is done and the cluster's kinds
+    are scanned, so the source is attached before the first configuration
+    is written.
+    """
+
+    @kopf.on.startup(registry=registry)
+    async def attach_admission_source(settings: kopf.OperatorSettings, **_: Any) -> None:
+        async def attach() -> None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait_seconds
+            while settings.admission.server is None and loop.time() < deadline:
+                await asyncio.sleep(0.02)
+            server = settings.admission.server
+            if isinstance(server, ConfiguringServer):
+                await server.attach(source)
+            else:
+                log.warning("no webhook server to serve the external frameworks' webhooks; managedBy is not defaulted",
+                            server=type(server).__name__)  # fmt: skip
+
+        task = asyncio.create_task(attach(), name="attach admission source")
+        _attaching.add(task)
+        task.add_done_callback(_attaching.discard)
+
+
+#: Attach tasks still running (a reference keeps them from being garbage-collected).
+_attaching: set[asyncio.Task[None]] = set()
 
 
 def certificate_source(options: WebhookOptions, kube: AsyncKube) -> CertificateSource:

@@ -57,9 +57,11 @@ from multikueue.integrations.batchjob.adapter import BatchJobAdapter
 from multikueue.integrations.batchjob.reconciler import JobReconciler
 from multikueue.integrations.external.reconciler import ExternalReconciler
 from multikueue.integrations.external.reload import FrameworkLoader
+from multikueue.integrations.external.webhook import ExternalDefaults
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.operator.feeds import register_feeds
 from multikueue.operator.scheduling import SchedulingLoop, fair_sharing_of
+from multikueue.operator.webhook import attach_on_startup
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.leaderelection import Stopped
@@ -160,6 +162,11 @@ class Controller:
                 lambda ns, queue: queue_has_multikueue_check(self.cache, ns, queue),
                 manage_jobs_without_queue_name=self.settings.config.manage_jobs_without_queue_name,
             )
+        if self.settings.webhooks and self.settings.role == MANAGER:
+            # managedBy defaulted for the external kinds whose entry has `webhook`, following reloads.
+            defaults = ExternalDefaults(self.frameworks.active)
+            self.frameworks.on_loaded(defaults.apply)
+            attach_on_startup(registry, defaults)
 
     async def _workload_changed(self, key: WorkloadKey) -> None:
         """A Workload event: its lifecycle transition and listeners, only while leading (a standby writes nothing).

@@ -16,6 +16,10 @@ documented with examples in ``adapters/README.md``)::
       finished: 'has(object.status) && ...'      # CEL -> bool
       succeeded: 'object.status...'              # CEL -> bool
       hold: {path: $.spec.status, value: PipelineRunPending}
+      webhook:                                   # present: the manager defaults such objects at creation
+        defaultQueueName: pipelines              # queue name given to objects that have none (optional)
+        namespaceSelector: {matchLabels: {a: b}} # only these namespaces (optional; ANDed with
+                                                 # the Configuration's managedJobsNamespaceSelector)
 
 :func:`load_frameworks` checks every entry and compiles its JSONPaths and
 CEL expressions once. A bad entry is dropped and reported as
@@ -41,7 +45,7 @@ from multikueue.integrations.external.cel import CelCompileError, CelProgram, Re
 from multikueue.integrations.external.jsonpath import JsonPath, JsonPathError, compile_path
 from multikueue.api.constants import Labels
 from multikueue.api.quantity import parse_quantity
-from multikueue.api.schema import DNS1123_LABEL_PATTERN
+from multikueue.api.schema import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
 
 __all__ = [
     "DEFAULT_MANAGED_BY",
@@ -51,12 +55,14 @@ __all__ = [
     "GVK",
     "CompiledFramework",
     "CompiledHold",
+    "CompiledWebhook",
     "CompiledWorkload",
     "ExternalFrameworkSpec",
     "FrameworkProblem",
     "FrameworkSet",
     "HoldSpec",
     "PodSetSpec",
+    "WebhookSpec",
     "WorkloadSpec",
     "compile_framework",
     "load_frameworks",
@@ -79,6 +85,11 @@ _VERSION = re.compile(r"^v[1-9][0-9]*(?:(?:alpha|beta)[1-9][0-9]*)?$")
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 _GROUP = re.compile(rf"^{_DNS_LABEL}(?:\.{_DNS_LABEL})+$")
 _POD_SET_NAME = re.compile(DNS1123_LABEL_PATTERN)
+_QUEUE_NAME = re.compile(DNS1123_SUBDOMAIN_PATTERN)
+#: A queue name is also a label value (the queue-name label), so at most 63 characters.
+_QUEUE_NAME_MAX = 63
+#: ``matchExpressions`` operators of a namespace selector, and whether each takes ``values``.
+_SELECTOR_OPERATORS: Final = {"In": True, "NotIn": True, "Exists": False, "DoesNotExist": False}
 
 
 # --- the entry as written ------------------------------------------------------------------
@@ -104,6 +115,19 @@ class HoldSpec(_Entry):
     value: JsonValue
 
 
+class WebhookSpec(_Entry):
+    """``webhook``: the manager's mutating webhook sets managedBy (and a default queue) on such objects at creation.
+
+    Present (even empty) means on. Only the manager serves it, and only with
+    ``--webhook-port``: a worker's objects are copies the manager created.
+    """
+
+    #: The queue name written at the queue-name path of an object that has none (None: such objects are left alone).
+    default_queue_name: StrictStr | None = None
+    #: A label selector on namespaces, ANDed with the Configuration's ``managedJobsNamespaceSelector``.
+    namespace_selector: dict[str, JsonValue] | None = None
+
+
 class ExternalFrameworkSpec(_Entry):
     """One ``multiKueue.externalFrameworks`` entry; only ``name`` is upstream's."""
 
@@ -117,11 +141,12 @@ class ExternalFrameworkSpec(_Entry):
     finished: StrictStr | None = None
     succeeded: StrictStr | None = None
     hold: HoldSpec | None = None
+    webhook: WebhookSpec | None = None
 
-    @field_validator("workload", mode="before")
+    @field_validator("workload", "webhook", mode="before")
     @classmethod
     def _present_means_on(cls, value: Any) -> Any:
-        # ``workload:`` with nothing under it still asks for the manager-built Workload.
+        # ``workload:`` (or ``webhook:``) with nothing under it still turns the feature on.
         return {} if value is None else value
 
     def extended_fields(self) -> list[str]:
@@ -188,6 +213,15 @@ class CompiledHold:
 
 
 @dataclass(frozen=True)
+class CompiledWebhook:
+    """``webhook`` checked: where the queue name goes, the default (None: none) and the namespace selector."""
+
+    queue_name: JsonPath
+    default_queue_name: str | None
+    namespace_selector: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
 class CompiledFramework:
     """One valid entry, ready for :class:`multikueue.integrations.external.adapter.GenericAdapter`."""
 
@@ -203,6 +237,8 @@ class CompiledFramework:
     hold: CompiledHold | None
     #: ``specSync``: spec fields pushed from the manager's object to the worker copy while it runs.
     spec_sync: tuple[JsonPath, ...] = ()
+    #: ``webhook``: the manager defaults managedBy (and the queue name) at creation; None: it does not.
+    webhook: CompiledWebhook | None = None
 
     @property
     def kind(self) -> str:
@@ -427,6 +463,7 @@ class _Compiler:
             for index, text in enumerate(spec.spec_sync)
             if (path := self._spec_path(f"specSync[{index}]", text, managed_by)) is not None
         )
+        webhook = self._webhook(managed_by, workload)
         if self.problems or gvk is None or managed_by is None:
             return None
         return CompiledFramework(
@@ -441,6 +478,7 @@ class _Compiler:
             succeeded=succeeded,
             hold=hold,
             spec_sync=spec_sync,
+            webhook=webhook,
         )
 
     def _problem(self, where: str, message: str) -> None:
@@ -512,6 +550,35 @@ class _Compiler:
             return None
         return CompiledWorkload(pod_sets, queue_name, priority_class)
 
+    def _webhook(self, managed_by: JsonPath | None, workload: CompiledWorkload | None) -> CompiledWebhook | None:
+        spec = self.spec.webhook
+        if spec is None:
+            return None
+        if managed_by is not None and managed_by.is_within(_STATUS):
+            self._problem("webhook", f"managedBy {managed_by.canonical!r} is under $.status, which a webhook cannot set")
+        queue_name = workload.queue_name if workload is not None else compile_path(DEFAULT_QUEUE_NAME)
+        default = spec.default_queue_name
+        if default is not None:
+            if len(default) > _QUEUE_NAME_MAX or not _QUEUE_NAME.match(default):
+                self._problem(
+                    "webhook.defaultQueueName",
+                    f"{default!r} is not a LocalQueue name: lowercase letters, digits, '-' and '.', "
+                    f"starting and ending with a letter or digit, at most {_QUEUE_NAME_MAX} characters",
+                )
+            if queue_name.has_indices:
+                self._problem(
+                    "webhook.defaultQueueName",
+                    f"the queue name is read at {queue_name.canonical!r}, which has a list index; "
+                    "the default is written there, so workload.queueName must name map keys only",
+                )
+            elif managed_by is not None and queue_name.steps == managed_by.steps:
+                self._problem("webhook.defaultQueueName", "the queue name path is the managedBy field")
+        selector = spec.namespace_selector
+        if selector is not None:
+            for message in _selector_problems(selector):
+                self._problem("webhook.namespaceSelector", message)
+        return CompiledWebhook(queue_name, default, selector)
+
     def _hold(self, managed_by: JsonPath | None) -> CompiledHold | None:
         spec = self.spec.hold
         if spec is None:
@@ -528,6 +595,40 @@ class _Compiler:
             self._problem("hold.path", "is the managedBy field, which the worker copy must not have")
             return None
         return CompiledHold(path, spec.value)
+
+
+def _selector_problems(selector: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a label selector (``matchLabels``, ``matchExpressions``), as the API server would refuse it."""
+    problems = []
+    unknown = [key for key in selector if key not in ("matchLabels", "matchExpressions")]
+    if unknown:
+        problems.append(f"unknown key {unknown[0]!r}; a label selector has matchLabels and matchExpressions")
+    labels = selector.get("matchLabels")
+    if labels is not None and (
+        not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values())
+    ):
+        problems.append(f"matchLabels must be a map of label to string value, got {labels!r}")
+    expressions = selector.get("matchExpressions")
+    if expressions is None:
+        return problems
+    if not isinstance(expressions, list):
+        return [*problems, f"matchExpressions must be a list, got {a_type(expressions)}"]
+    for index, item in enumerate(expressions):
+        where = f"matchExpressions[{index}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str) or not item.get("key"):
+            problems.append(f"{where} must be a map with a non-empty `key`")
+            continue
+        operator = item.get("operator")
+        if operator not in _SELECTOR_OPERATORS:
+            problems.append(f"{where}: operator {operator!r} must be one of {', '.join(_SELECTOR_OPERATORS)}")
+            continue
+        values = item.get("values")
+        if _SELECTOR_OPERATORS[operator]:
+            if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+                problems.append(f"{where}: operator {operator} needs `values`, a non-empty list of strings")
+        elif values:
+            problems.append(f"{where}: operator {operator} takes no `values`")
+    return problems
 
 
 def _label(entry: Any, index: int) -> str:
@@ -551,6 +652,7 @@ _KNOWN_FIELDS: Final[dict[tuple[str, ...], list[str]]] = {
     (): [to_camel(name) for name in ExternalFrameworkSpec.model_fields],
     ("workload",): [to_camel(name) for name in WorkloadSpec.model_fields],
     ("hold",): [to_camel(name) for name in HoldSpec.model_fields],
+    ("webhook",): [to_camel(name) for name in WebhookSpec.model_fields],
 }
 
 

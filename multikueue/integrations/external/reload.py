@@ -15,7 +15,7 @@ other entries keep working, and a bad document keeps what runs now.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -31,6 +31,9 @@ from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
+
+#: What a load activated: entry name -> (compiled entry, the kind's resource as discovered).
+Active = Mapping[str, tuple[CompiledFramework, ResourceRef]]
 
 
 class FrameworkLoader:
@@ -48,6 +51,13 @@ class FrameworkLoader:
         self._informer: Informer | None = None
         self._worker: asyncio.Task[None] | None = None
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        #: The entries in use since the last load (their kinds resolved).
+        self.active: dict[str, tuple[CompiledFramework, ResourceRef]] = {}
+        self._listeners: list[Callable[[Active], Awaitable[Any]]] = []
+
+    def on_loaded(self, listener: Callable[[Active], Awaitable[Any]]) -> None:
+        """Await ``listener(active)`` after every load (the manager's webhooks follow the entries)."""
+        self._listeners.append(listener)
 
     def start(self) -> None:
         """Reload on every change of the ConfigMap (only the external frameworks; other settings need a restart).
@@ -117,6 +127,9 @@ class FrameworkLoader:
                 continue
             wanted[name] = (framework, ref)
         changed = await self.reconciler.apply(wanted)
+        self.active = wanted
+        for listener in self._listeners:
+            await listener(wanted)
         self._report(source, problems)
         if changed:
             log.info("external frameworks", active=sorted(self.reconciler.watches), problems=len(problems))

@@ -59,6 +59,7 @@ from multikueue.dev.errors import DevEnvironmentError
 from multikueue.dev.localcluster import LocalCluster, write_state
 from multikueue.dev.paths import source_checkout
 from multikueue.dev.process import ManagedProcess
+from multikueue.dev.progress import Heartbeat
 
 PR = ("tekton.dev", "v1", "pipelineruns")
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
@@ -68,6 +69,8 @@ CONFIG_KEY = "controller_manager_config.yaml"
 PIPELINE_SECONDS = 4.0
 #: The name of a controller's process among its cluster's (``ControllerProcess`` names it ``CLUSTER/controller``).
 CONTROLLER_PROCESS = "controller"
+#: Seconds between two "still starting" lines (the guide's bar: progress during every step over ten seconds).
+PROGRESS_INTERVAL = 10.0
 
 
 def shell_path(path: Path, home: Path | None = None) -> str:
@@ -147,10 +150,12 @@ def _clusters(options: DemoOptions, *, with_tekton: bool) -> ClusterSet:
             return clusters
     except DevEnvironmentError:
         pass
-    print(f"--- starting local clusters {options.name!r}: a manager and two workers")
     cluster_options = ClusterSetOptions(name=options.name, workers=2, full=True, tekton=with_tekton)
     clusters = ClusterSet.plan(cluster_options)
-    clusters.up(cluster_options)
+    what = f"local clusters {options.name!r} (a manager and two workers" + (", Tekton on the workers)" if with_tekton else ")")
+    with Heartbeat(what, verb="starting", done="started", estimate="about a minute on two cores", interval=PROGRESS_INTERVAL,
+                   out=sys.stdout):  # fmt: skip
+        clusters.up(cluster_options)
     return clusters
 
 
@@ -389,7 +394,9 @@ def _start_controllers(clusters: ClusterSet, logs: Path) -> None:
         role = "manager" if index == 0 else "worker"
         controller = ControllerProcess(cluster.name, cluster.kubeconfig_path, role, logs / f"{cluster.name}.log", webhooks=index == 0)
         try:
-            controller.start()
+            with Heartbeat(f"our controller on {cluster.name} ({role} role)", verb="starting", done="started",
+                           estimate="seconds", interval=PROGRESS_INTERVAL, out=sys.stdout):  # fmt: skip
+                controller.start()
         finally:
             if controller.process is not None:  # recorded even when it did not become ready: down stops it
                 record_controller(cluster, controller.process)

@@ -248,6 +248,30 @@ def demo_metrics_ports(name: str) -> dict[str, str]:
     return ports
 
 
+def follow_up_job(name: str) -> None:
+    """What the demo's closing lines suggest next: ``examples/jobs/job.yaml`` into its namespace, waited for until finished.
+
+    Also what makes the histogram panels show numbers: the demo's queue is
+    new, so its series are born holding the demo's one observation and
+    ``rate()`` sees no increase until a second one.
+    """
+    clusters = ClusterSet.load(name)
+    manager = clusters.api(clusters.clusters[0])
+    namespaces = client.CoreV1Api(manager).list_namespace().items
+    demo = max((n for n in namespaces if n.metadata.name.startswith("demo-")), key=lambda n: n.metadata.creation_timestamp)
+    ns = demo.metadata.name
+    body = yaml.safe_load((CHECKOUT / "examples" / "jobs" / "job.yaml").read_text())
+    body["metadata"]["namespace"] = ns
+    job = client.BatchV1Api(manager).create_namespaced_job(ns, body)
+    print(f"--- the demo's suggested next step: examples/jobs/job.yaml as {ns}/{job.metadata.name}; waiting for it to finish", flush=True)
+
+    def finished() -> bool:
+        status = client.BatchV1Api(manager).read_namespaced_job(job.metadata.name, ns).status
+        return any(c.type in ("Complete", "Failed") and c.status == "True" for c in status.conditions or [])
+
+    o.wait_for(finished, 180, 1, f"Job {ns}/{job.metadata.name} finished")
+
+
 def check_demo(args: argparse.Namespace) -> int:
     """The dashboard over the demo's own controllers: Prometheus scrapes them while the demo runs once more."""
     ports = demo_metrics_ports(args.name)
@@ -261,6 +285,7 @@ def check_demo(args: argparse.Namespace) -> int:
         if demo.returncode != 0:
             print(f"--- the demo failed (exit {demo.returncode})", flush=True)
             return 1
+        follow_up_job(args.name)
         time.sleep(10)
         print(f"--- targets: {prometheus.targets_up()}", flush=True)
         return 0 if report(prometheus, args.screenshots, "5m") else 1

@@ -290,7 +290,7 @@ async def run_controller(options: ControllerOptions) -> None:
                 await probes.stop()
         if failures:
             raise LeadershipFailed(failures[0])
-        log.info("controller stopped")
+        log.info("controller stopped", workload_writes=dict(controller.writer.writes))
     finally:
         kube.close()
 

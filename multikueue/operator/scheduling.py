@@ -51,6 +51,8 @@ PENDING_WRITE_CONCURRENCY = 4
 RECHECK_SECONDS = 0.5
 #: How often queue status is compared and written at most.
 QUEUE_STATUS_SECONDS = 0.5
+#: When the loop stops, how long reservations and evictions already sent may take to be answered.
+DRAIN_SECONDS = 2.0
 
 
 
@@ -80,6 +82,10 @@ class SchedulingLoop:
         #: Victims whose eviction is written or in flight -> the resourceVersion it was decided on:
         #: while the cache still holds that version, planning the victim again repeats nothing.
         self._evicting: dict[tuple[str, str], str | None] = {}
+        #: "Why it waits" reports not yet written, oldest first, the latest per Workload (:meth:`_queue_pending`).
+        self._pending_updates: dict[tuple[str, str], PendingUpdate] = {}
+        self._pending_writing: set[tuple[str, str]] = set()
+        self._pending_queued = asyncio.Event()
 
     def notify(self) -> None:
         """Something the scheduler reads changed: run a cycle soon."""
@@ -146,36 +152,85 @@ class SchedulingLoop:
             if rv is not None and (wl is None or wl.metadata.resource_version != rv):
                 del self._evicting[key]
 
-    async def _pending(self, update: PendingUpdate, gate: asyncio.Semaphore) -> None:
-        async with gate:
-            wl = self.cache.workload(update.key)
-            if wl is None or not lifecycle.may_report_pending(wl, assumed=self.cache.is_assumed(update.key)):
-                return
-            status = lifecycle.pending_status(wl, update.reason, update.message, utcnow())
+    def _queue_pending(self, update: PendingUpdate) -> None:
+        """Queue a "why it waits" write; a newer reason for the same Workload replaces one not yet written.
+
+        A cycle reports every candidate whose condition differs from what it
+        decided (best-effort FIFO tries every pending Workload, and messages
+        quote free quota that changes with each admission), so a busy queue
+        produced far more reports than four writers can write: one task per
+        report piled up thousands of tasks waiting on a semaphore (their
+        creation alone was a tenth of the controller's CPU), each writing a
+        message already outdated. Only the latest report per Workload matters.
+        """
+        self._pending_updates.pop(update.key, None)  # to the back: the others waited longer
+        self._pending_updates[update.key] = update
+        self._pending_queued.set()
+
+    def _next_pending(self) -> PendingUpdate | None:
+        """The oldest queued report whose Workload is not being written (one write per Workload at a time)."""
+        for key in self._pending_updates:
+            if key not in self._pending_writing:
+                return self._pending_updates.pop(key)
+        return None
+
+    async def _pending_writer(self) -> None:
+        """Write queued "why it waits" reports, one at a time, until cancelled."""
+        while True:
+            update = self._next_pending()
+            if update is None:
+                self._pending_queued.clear()
+                await self._pending_queued.wait()
+                continue
+            self._pending_writing.add(update.key)
             try:
-                if not await self.writer.pending(wl, status):
-                    # Changed meanwhile (e.g. a second write of the same transition): a change the
-                    # scheduler does not read marks no queue, so ask for a look once the cache has it.
-                    asyncio.get_running_loop().call_later(RECHECK_SECONDS, self._recheck, update.key)
-            except ApiException as exc:
-                log.error("pending status not written", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
-            except HTTPError as exc:
-                log.warning("pending status not written: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
+                await self._pending(update)
+            finally:
+                self._pending_writing.discard(update.key)
+                if self._pending_updates:
+                    self._pending_queued.set()  # one held back while this key was written may go now
+
+    async def _pending(self, update: PendingUpdate) -> None:
+        wl = self.cache.workload(update.key)
+        if wl is None or not lifecycle.may_report_pending(wl, assumed=self.cache.is_assumed(update.key)):
+            return
+        status = lifecycle.pending_status(wl, update.reason, update.message, utcnow())
+        try:
+            if not await self.writer.pending(wl, status):
+                # Changed meanwhile (e.g. a second write of the same transition): a change the
+                # scheduler does not read marks no queue, so ask for a look once the cache has it.
+                asyncio.get_running_loop().call_later(RECHECK_SECONDS, self._recheck, update.key)
+        except ApiException as exc:
+            log.error("pending status not written", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
+        except HTTPError as exc:
+            log.warning("pending status not written: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
 
     async def run(self, stopped: Stopped) -> None:
-        """Schedule until ``stopped``; the writes still in flight then are cancelled (a new leader redoes them)."""
+        """Schedule until ``stopped``; then let the decisions already being written finish, briefly.
+
+        Reservations and evictions in flight get :data:`DRAIN_SECONDS` to be
+        answered, so their bookkeeping (the Event, the metric, the assumption
+        dropped on a refusal) is not cut off by a shutdown: the request itself
+        runs in a thread and reaches the API server whether or not its task is
+        cancelled, and a write nobody waited for is one whose Event is lost.
+        What is still unanswered then is cancelled (a new leader decides
+        again, on the resourceVersion it sees); "why it waits" and queue
+        status writes are informative and cancelled at once.
+        """
         log.info("scheduling loop started")
         gate = asyncio.Semaphore(WRITE_CONCURRENCY)
-        pending_gate = asyncio.Semaphore(PENDING_WRITE_CONCURRENCY)
         inflight: set[asyncio.Task[None]] = set()
+        background: set[asyncio.Task[None]] = set()
 
-        def spawn(coro: Any) -> None:
+        def spawn(coro: Any, tasks: set[asyncio.Task[None]] = inflight) -> None:
             task = asyncio.create_task(coro)
-            inflight.add(task)
-            task.add_done_callback(inflight.discard)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
         last_status = 0.0
         next_cycle_at: datetime | None = None
+        for _ in range(PENDING_WRITE_CONCURRENCY):
+            spawn(self._pending_writer(), background)
         self.notify()
         # Woken by a stop too, not only by the next change: a replica that lost the lead admits nothing more.
         stop_wait = asyncio.ensure_future(stopped.wait())
@@ -201,15 +256,22 @@ class SchedulingLoop:
                 for preemption in result.preempted:
                     spawn(self._preempt(preemption, gate))
                 for update in result.pending:
-                    spawn(self._pending(update, pending_gate))
+                    self._queue_pending(update)
                 if time.monotonic() - last_status > QUEUE_STATUS_SECONDS:
                     last_status = time.monotonic()
-                    spawn(self.queue_status.sync())
+                    spawn(self.queue_status.sync(), background)
         finally:
             stop_wait.cancel()
-            cancelled = list(inflight)
+            for task in background:
+                task.cancel()
+            drained = len(inflight)
+            if inflight:
+                await asyncio.wait(set(inflight), timeout=DRAIN_SECONDS)
+            unanswered = len(inflight)
+            cancelled = list(inflight) + list(background)
             for task in cancelled:
                 task.cancel()
             if cancelled:
                 await asyncio.gather(*cancelled, return_exceptions=True)
-        log.info("scheduling loop stopped", cancelled_writes=len(cancelled))
+            self._pending_updates.clear()  # decided while leading: a next lead decides again
+        log.info("scheduling loop stopped", writes_in_flight=drained, cancelled_writes=unanswered)

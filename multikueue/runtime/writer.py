@@ -17,6 +17,7 @@ same way:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,6 +55,9 @@ class WorkloadWriter:
         self.kube = kube
         self.events = events
         self._on_written = on_written
+        #: Requests made, by what they wrote (``status:<why>``, ``finalizer+``, ``finalizer-``, ``spec``), 409s
+        #: included: logged at shutdown, to count writes per Workload against upstream's (issue 16).
+        self.writes: Counter[str] = Counter()
 
     # -- low level ------------------------------------------------------------------
 
@@ -66,10 +70,12 @@ class WorkloadWriter:
         else:
             return rv
         patch = {"metadata": {"finalizers": current, "resourceVersion": rv}}
+        self.writes["finalizer+" if add else "finalizer-"] += 1
         result = await self.kube.patch(WORKLOADS, wl.namespace, wl.name, patch)
         return str(result["metadata"]["resourceVersion"])
 
-    async def _status(self, wl: Workload, rv: str | None, status: dict[str, Any]) -> dict[str, Any]:
+    async def _status(self, wl: Workload, rv: str | None, status: dict[str, Any], why: str) -> dict[str, Any]:
+        self.writes[f"status:{why}"] += 1
         patch = {"metadata": {"resourceVersion": rv}, "status": status}
         return await self.kube.patch(WORKLOADS, wl.namespace, wl.name, patch, status=True)
 
@@ -89,11 +95,20 @@ class WorkloadWriter:
         """Write a quota reservation; False (nothing counted) if the Workload changed meanwhile.
 
         The resource-in-use finalizer, when missing (Jobs' Workloads have it
-        from creation), is added right after by the lifecycle transition, as
-        upstream's workload controller does: one write on the admission path.
+        from creation; Workloads created directly may not), is added *before*
+        the status write, on the same resourceVersion chain: once the
+        reservation (and, without checks, ``Admitted``) is visible, this
+        controller writes nothing more to the Workload until it finishes or
+        is evicted. Written after, the finalizer raced whoever acts on the
+        admission (the job's own controller marking it Finished, upstream's
+        perf runner): their update was refused as stale and retried with
+        backoff, holding quota long after the work ended.
         """
+        rv = wl.metadata.resource_version
         try:
-            await self._status(wl, wl.metadata.resource_version, status)
+            if Finalizers.RESOURCE_IN_USE not in (wl.metadata.finalizers or []):
+                rv = await self._finalizers(wl, rv, add=True)
+            await self._status(wl, rv, status, "reserve")
         except ApiException as exc:
             if exc.status in STALE:
                 log.debug("reservation dropped: workload changed", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
@@ -110,7 +125,7 @@ class WorkloadWriter:
     async def pending(self, wl: Workload, status: dict[str, Any]) -> bool:
         """Say why the Workload waits; False when it changed meanwhile (the caller decides again later)."""
         try:
-            await self._status(wl, wl.metadata.resource_version, status)
+            await self._status(wl, wl.metadata.resource_version, status, "pending")
         except ApiException as exc:
             if exc.status not in STALE:
                 raise
@@ -124,6 +139,7 @@ class WorkloadWriter:
         rv = wl.metadata.resource_version
         try:
             if update.deactivate:
+                self.writes["spec"] += 1
                 result = await self.kube.patch(
                     WORKLOADS, wl.namespace, wl.name, {"metadata": {"resourceVersion": rv}, "spec": {"active": False}}
                 )
@@ -131,7 +147,7 @@ class WorkloadWriter:
             if update.add_finalizer:
                 rv = await self._finalizers(wl, rv, add=True)
             if update.status is not None:
-                rv = str((await self._status(wl, rv, update.status))["metadata"]["resourceVersion"])
+                rv = str((await self._status(wl, rv, update.status, update.transition))["metadata"]["resourceVersion"])
             if update.remove_finalizer:
                 await self._finalizers(wl, rv, add=False)
         except ApiException as exc:
@@ -152,7 +168,13 @@ class WorkloadWriter:
     # -- status written by controllers (admission checks, integrations) ---------------
 
     async def write(
-        self, wl: Workload, status: dict[str, Any], *, events: Sequence[EventSpec] = (), admitted: bool = False
+        self,
+        wl: Workload,
+        status: dict[str, Any],
+        *,
+        events: Sequence[EventSpec] = (),
+        admitted: bool = False,
+        why: str = "controller",
     ) -> Workload:
         """Patch ``status`` on the resourceVersion ``wl`` was read at; return what was written.
 
@@ -160,7 +182,7 @@ class WorkloadWriter:
         turned Ready in the same write). A 409 propagates: the caller's plan
         was made on a stale copy and must be made again.
         """
-        updated = self._written(await self._status(wl, wl.metadata.resource_version, status))
+        updated = self._written(await self._status(wl, wl.metadata.resource_version, status, why))
         self._record(updated, events)
         if admitted:
             metrics.workload_admitted(updated, _cluster_queue(updated))
@@ -168,4 +190,4 @@ class WorkloadWriter:
 
     async def finish(self, wl: Workload, condition: dict[str, Any], *, events: Sequence[EventSpec] = ()) -> Workload:
         """Mark ``wl`` Finished with ``condition``, on the resourceVersion it was decided on."""
-        return await self.write(wl, finished_status(wl, condition), events=events)
+        return await self.write(wl, finished_status(wl, condition), events=events, why="finish")

@@ -584,8 +584,10 @@ class ConfiguringServer:
         try:
             async for client_config in https(routed):  # type: ignore[arg-type]
                 self._url = client_config.get("url")
-                await self.configure(self.tls.material)
+                # Listening before the first write: a source changing meanwhile writes again after it
+                # (one write at a time, each built from the webhooks of its moment), never skipped.
                 self._listening = True
+                await self.configure(self.tls.material)
                 log.info(
                     "webhook server listening",
                     port=self.options.port,

@@ -157,6 +157,8 @@ def pipelinerun_frameworks(e2e_clusters: Clusters, e2e_controllers: list[Any]) -
         merged.setdefault("kind", "Configuration")
         merged.setdefault("multiKueue", {})["externalFrameworks"] = entries
         wiring.apply(api, [{**example, "data": {CONFIG_KEY: yaml.safe_dump(merged)}}])
+    # The entry's `webhook: {}`: the example PipelineRun has no spec.managedBy, the manager's webhook sets it.
+    o.wait_for(lambda: PR_WEBHOOK in _mutating_hooks(e2e_clusters.manager), 30, what="the PipelineRun webhook registered")
     try:
         yield
     finally:
@@ -167,12 +169,23 @@ def pipelinerun_frameworks(e2e_clusters: Clusters, e2e_controllers: list[Any]) -
                 client.CoreV1Api(api).patch_namespaced_config_map(CONFIG_MAP, wiring.CONTROLLER_NAMESPACE, {"data": data})
 
 
+PR_WEBHOOK = "external.pipelineruns.v1.tekton.dev.multikueue.x-k8s.io"
+
+
+def _mutating_hooks(api: client.ApiClient) -> list[str]:
+    admission = client.AdmissionregistrationV1Api(api)
+    return [hook.name for configuration in admission.list_mutating_webhook_configuration().items for hook in configuration.webhooks or []]
+
+
 def test_pipelinerun_example_is_admitted_and_copied_to_a_worker(
     e2e_clusters: Clusters, pipelinerun_frameworks: None, applied: Applied
 ) -> None:
     [run] = renamed(documents("jobs/pipelinerun.yaml"), applied.names, applied.namespace)
     objects = client.CustomObjectsApi(e2e_clusters.manager)
-    name = objects.create_namespaced_custom_object(*PR[:2], applied.namespace, PR[2], run)["metadata"]["name"]
+    assert "managedBy" not in run["spec"]
+    created = objects.create_namespaced_custom_object(*PR[:2], applied.namespace, PR[2], run)
+    assert created["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"  # set by the manager's webhook
+    name = created["metadata"]["name"]
     try:
         wl = o.wait_for(
             lambda: workload_owned_by(e2e_clusters.manager, applied.namespace, "PipelineRun", name), 60, what="its Workload"

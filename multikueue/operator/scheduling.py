@@ -31,7 +31,7 @@ from urllib3.exceptions import HTTPError
 from multikueue.api.configuration import Configuration
 from multikueue.api.meta import utcnow
 from multikueue.core import lifecycle
-from multikueue.core.cache import Cache
+from multikueue.core.cache import Cache, WorkloadKey
 from multikueue.core.fairsharing import FairSharing
 from multikueue.core.scheduler import AdmissionDecision, PendingUpdate, PreemptionDecision, schedule
 from multikueue.runtime import metrics
@@ -63,6 +63,60 @@ def fair_sharing_of(config: Configuration) -> FairSharing | None:
     return FairSharing(config.fair_sharing_strategies)
 
 
+class PendingReports:
+    """"Why it waits" reports not yet written: the latest per Workload, oldest first, one write per Workload at a time.
+
+    A cycle reports every candidate whose condition differs from what it
+    decided (best-effort FIFO tries every pending Workload, and messages
+    quote free quota that changes with each admission), so a busy queue
+    produces far more reports than a few writers can write. One task per
+    report piled up thousands of tasks waiting on a semaphore (creating them
+    was a tenth of the controller's CPU in upstream's scalability test), each
+    writing a message already outdated: only the latest report per Workload
+    matters.
+    """
+
+    def __init__(self) -> None:
+        self._queued: dict[WorkloadKey, PendingUpdate] = {}
+        self._writing: set[WorkloadKey] = set()
+        self._ready = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._queued)
+
+    def add(self, update: PendingUpdate) -> None:
+        """Queue ``update``; it replaces a report of the same Workload not yet taken, and goes to the back."""
+        self._queued.pop(update.key, None)
+        self._queued[update.key] = update
+        self._ready.set()
+
+    def take_now(self) -> PendingUpdate | None:
+        """The oldest report whose Workload is not being written (then it is, until :meth:`done`); None if none."""
+        for key in self._queued:
+            if key not in self._writing:
+                self._writing.add(key)
+                return self._queued.pop(key)
+        return None
+
+    async def take(self) -> PendingUpdate:
+        """Wait for :meth:`take_now` to have one."""
+        while True:
+            update = self.take_now()
+            if update is not None:
+                return update
+            self._ready.clear()
+            await self._ready.wait()
+
+    def done(self, key: WorkloadKey) -> None:
+        """The write of ``key``'s report ended: a newer report of it may be taken."""
+        self._writing.discard(key)
+        if self._queued:
+            self._ready.set()
+
+    def clear(self) -> None:
+        self._queued.clear()
+
+
 class SchedulingLoop:
     def __init__(
         self,
@@ -82,10 +136,8 @@ class SchedulingLoop:
         #: Victims whose eviction is written or in flight -> the resourceVersion it was decided on:
         #: while the cache still holds that version, planning the victim again repeats nothing.
         self._evicting: dict[tuple[str, str], str | None] = {}
-        #: "Why it waits" reports not yet written, oldest first, the latest per Workload (:meth:`_queue_pending`).
-        self._pending_updates: dict[tuple[str, str], PendingUpdate] = {}
-        self._pending_writing: set[tuple[str, str]] = set()
-        self._pending_queued = asyncio.Event()
+        #: "Why it waits" reports not yet written.
+        self.pending_reports = PendingReports()
 
     def notify(self) -> None:
         """Something the scheduler reads changed: run a cycle soon."""
@@ -152,43 +204,14 @@ class SchedulingLoop:
             if rv is not None and (wl is None or wl.metadata.resource_version != rv):
                 del self._evicting[key]
 
-    def _queue_pending(self, update: PendingUpdate) -> None:
-        """Queue a "why it waits" write; a newer reason for the same Workload replaces one not yet written.
-
-        A cycle reports every candidate whose condition differs from what it
-        decided (best-effort FIFO tries every pending Workload, and messages
-        quote free quota that changes with each admission), so a busy queue
-        produced far more reports than four writers can write: one task per
-        report piled up thousands of tasks waiting on a semaphore (their
-        creation alone was a tenth of the controller's CPU), each writing a
-        message already outdated. Only the latest report per Workload matters.
-        """
-        self._pending_updates.pop(update.key, None)  # to the back: the others waited longer
-        self._pending_updates[update.key] = update
-        self._pending_queued.set()
-
-    def _next_pending(self) -> PendingUpdate | None:
-        """The oldest queued report whose Workload is not being written (one write per Workload at a time)."""
-        for key in self._pending_updates:
-            if key not in self._pending_writing:
-                return self._pending_updates.pop(key)
-        return None
-
     async def _pending_writer(self) -> None:
         """Write queued "why it waits" reports, one at a time, until cancelled."""
         while True:
-            update = self._next_pending()
-            if update is None:
-                self._pending_queued.clear()
-                await self._pending_queued.wait()
-                continue
-            self._pending_writing.add(update.key)
+            update = await self.pending_reports.take()
             try:
                 await self._pending(update)
             finally:
-                self._pending_writing.discard(update.key)
-                if self._pending_updates:
-                    self._pending_queued.set()  # one held back while this key was written may go now
+                self.pending_reports.done(update.key)
 
     async def _pending(self, update: PendingUpdate) -> None:
         wl = self.cache.workload(update.key)
@@ -256,7 +279,7 @@ class SchedulingLoop:
                 for preemption in result.preempted:
                     spawn(self._preempt(preemption, gate))
                 for update in result.pending:
-                    self._queue_pending(update)
+                    self.pending_reports.add(update)
                 if time.monotonic() - last_status > QUEUE_STATUS_SECONDS:
                     last_status = time.monotonic()
                     spawn(self.queue_status.sync(), background)
@@ -273,5 +296,5 @@ class SchedulingLoop:
                 task.cancel()
             if cancelled:
                 await asyncio.gather(*cancelled, return_exceptions=True)
-            self._pending_updates.clear()  # decided while leading: a next lead decides again
+            self.pending_reports.clear()  # decided while leading: a next lead decides again
         log.info("scheduling loop stopped", writes_in_flight=drained, cancelled_writes=unanswered)

@@ -108,7 +108,8 @@ class WorkloadWriter:
         try:
             if Finalizers.RESOURCE_IN_USE not in (wl.metadata.finalizers or []):
                 rv = await self._finalizers(wl, rv, add=True)
-            await self._status(wl, rv, status, "reserve")
+            # Stored at once: the next cycle plans on what was written, not on the older copy.
+            self._written(await self._status(wl, rv, status, "reserve"))
         except ApiException as exc:
             if exc.status in STALE:
                 log.debug("reservation dropped: workload changed", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
@@ -125,7 +126,9 @@ class WorkloadWriter:
     async def pending(self, wl: Workload, status: dict[str, Any]) -> bool:
         """Say why the Workload waits; False when it changed meanwhile (the caller decides again later)."""
         try:
-            await self._status(wl, wl.metadata.resource_version, status, "pending")
+            # Stored at once, so a reservation decided before the watch brings this write back is made
+            # on its resourceVersion (a copy older than our own write was refused: a wasted reservation).
+            self._written(await self._status(wl, wl.metadata.resource_version, status, "pending"))
         except ApiException as exc:
             if exc.status not in STALE:
                 raise

@@ -1,0 +1,57 @@
+"""The scheduling loop's "why it waits" reports: the latest per Workload, oldest first, one write per Workload at a time.
+
+Issue 16: one task per report piled up thousands of tasks (a tenth of the
+controller's CPU) each writing a message already outdated. These check the
+queue that replaced them; what the writes do on a real API server is covered
+by the integration tests (tests/operator/test_admission.py and others).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from multikueue.core.scheduler import PendingUpdate
+from multikueue.operator.scheduling import PendingReports
+
+
+def report(name: str, message: str) -> PendingUpdate:
+    return PendingUpdate(("ns", name), "Pending", message)
+
+
+def test_a_newer_report_replaces_the_queued_one_and_goes_to_the_back() -> None:
+    reports = PendingReports()
+    reports.add(report("a", "old"))
+    reports.add(report("b", "b"))
+    reports.add(report("a", "new"))
+    assert len(reports) == 2
+    first, second = reports.take_now(), reports.take_now()
+    assert first is not None and second is not None
+    assert (first.key[1], second.key[1], second.message) == ("b", "a", "new")
+    assert reports.take_now() is None
+
+
+def test_a_workload_being_written_is_held_back_until_its_write_ends() -> None:
+    reports = PendingReports()
+    reports.add(report("a", "m1"))
+    taken = reports.take_now()
+    assert taken is not None and taken.message == "m1"
+    reports.add(report("a", "m2"))  # reported again while m1 is being written
+    reports.add(report("b", "m3"))
+    taken = reports.take_now()
+    assert taken is not None and taken.key[1] == "b"
+    assert reports.take_now() is None
+    reports.done(("ns", "a"))
+    taken = reports.take_now()
+    assert taken is not None and taken.message == "m2"
+
+
+def test_take_waits_for_a_report() -> None:
+    async def scenario() -> PendingUpdate:
+        reports = PendingReports()
+        waiter = asyncio.ensure_future(reports.take())
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        reports.add(report("a", "m"))
+        return await asyncio.wait_for(waiter, 1)
+
+    assert asyncio.run(scenario()).message == "m"

@@ -94,6 +94,8 @@ def tekton_entry(e2e_clusters: Clusters, e2e_controllers: list[Any], tekton_work
         document = yaml.safe_load(text or "") or {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
         document.setdefault("multiKueue", {})["externalFrameworks"] = [catalog_entry()]
         _write_configuration(api, yaml.safe_dump(document))
+    # The catalog entry's `webhook: {}`: PipelineRuns submitted without spec.managedBy get it on the manager.
+    o.wait_for(lambda: PR_WEBHOOK in mutating_hooks(e2e_clusters.manager), 30, what="the PipelineRun webhook registered")
     try:
         yield
     finally:
@@ -101,6 +103,14 @@ def tekton_entry(e2e_clusters: Clusters, e2e_controllers: list[Any], tekton_work
             document = yaml.safe_load(text or "") or {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
             (document.get("multiKueue") or {}).pop("externalFrameworks", None)
             _write_configuration(api, yaml.safe_dump(document))
+
+
+PR_WEBHOOK = "external.pipelineruns.v1.tekton.dev.multikueue.x-k8s.io"
+
+
+def mutating_hooks(api: client.ApiClient) -> list[str]:
+    admission = client.AdmissionregistrationV1Api(api)
+    return [hook.name for config in admission.list_mutating_webhook_configuration().items for hook in config.webhooks or []]
 
 
 def setup_queues(clusters: Clusters, ns: str) -> None:
@@ -120,17 +130,20 @@ def setup_queues(clusters: Clusters, ns: str) -> None:
     o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", check), "Active"), 60, what="MultiKueue check active")
 
 
-def docs_pipeline_run(ns: str, name: str, *, fail_goodbye: bool = False, hello_runs_for: str | None = None) -> dict[str, Any]:
+def docs_pipeline_run(
+    ns: str, name: str, *, fail_goodbye: bool = False, hello_runs_for: str | None = None, managed_by: bool = True
+) -> dict[str, Any]:
     """Tekton's getting-started PipelineRun, inline: ``hello`` makes a result that ``goodbye`` takes as a param.
 
     The ``multikueue.x-k8s.io/*`` annotations in the tasks' metadata reach
     their pods and tell kwok what the step would have done (the scripts never run).
+    ``managed_by=False`` leaves ``spec.managedBy`` to the manager's webhook (the entry's ``webhook: {}``).
     """
     hello_annotations = {RESULTS: '{"greeting": "%s"}' % GREETING}
     if hello_runs_for:
         hello_annotations[RUN_FOR] = hello_runs_for
     goodbye_annotations = {EXIT_CODE: "1"} if fail_goodbye else {}
-    return {
+    run = {
         "apiVersion": "tekton.dev/v1",
         "kind": "PipelineRun",
         "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
@@ -173,6 +186,9 @@ def docs_pipeline_run(ns: str, name: str, *, fail_goodbye: bool = False, hello_r
             },
         },
     }
+    if not managed_by:
+        del run["spec"]["managedBy"]
+    return run
 
 
 def workload_for(api: client.ApiClient, ns: str, name: str) -> dict[str, Any] | None:
@@ -303,7 +319,8 @@ def test_docs_pipelinerun_runs_on_a_worker_under_tekton_and_its_status_comes_bac
 ) -> None:
     ns = namespace
     setup_queues(e2e_clusters, ns)
-    submit(e2e_clusters, docs_pipeline_run(ns, "hello-goodbye"))
+    # Submitted as a Tekton user writes it, without spec.managedBy: the manager's webhook sets it.
+    submit(e2e_clusters, docs_pipeline_run(ns, "hello-goodbye", managed_by=False))
 
     wl = o.wait_for(lambda: workload_for(e2e_clusters.manager, ns, "hello-goodbye"), 60, what="Workload built by the manager")
     index, held = o.wait_for(lambda: worker_copy(e2e_clusters, ns, "hello-goodbye"), 60, what="PipelineRun copied to a worker")

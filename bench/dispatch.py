@@ -46,6 +46,7 @@ import argparse
 import heapq
 import multiprocessing
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -65,6 +66,9 @@ from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import free_base_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _dispatch_metrics as m  # noqa: E402 - the bench folder is no package
 
 NS = "bench"
 #: The checkout this script is in (its adapters/ catalog, ../shared/reference beside it).
@@ -90,6 +94,24 @@ KINDS = {
 }
 
 
+def announce_ready(api: client.CustomObjectsApi, group: str, version: str, plural: str, out: Any) -> str:
+    """The collection's resourceVersion now, after telling the bench this watch is about to start.
+
+    The bench submits only once every watch said so: a watch that starts
+    after the first objects were created would time them at its initial list,
+    late (seen before: negative dispatch latencies when the manager's Workload
+    watch started after the workers' Job watches).
+    """
+    while True:
+        try:
+            listed = api.list_namespaced_custom_object(group, version, NS, plural, limit=1)
+            break
+        except Exception:  # noqa: BLE001 - the apiserver may be busy; a benchmark retries
+            time.sleep(0.5)
+    out.put(("ready", time.time(), ("", False)))
+    return str(listed["metadata"].get("resourceVersion", ""))
+
+
 def watch_process(kubeconfig: str, group: str, version: str, plural: str, kind: str, done: str, out: Any) -> None:
     """Watch one collection in the bench namespace; send (kind, name, event time, object digest) to ``out``.
 
@@ -98,7 +120,7 @@ def watch_process(kubeconfig: str, group: str, version: str, plural: str, kind: 
     from kubernetes import config as kconfig
 
     api = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=kubeconfig))
-    version_seen = ""
+    version_seen = announce_ready(api, group, version, plural, out)
     while True:
         try:
             for event in watch.Watch().stream(
@@ -189,6 +211,81 @@ def play_tekton(kubeconfig: str, run_for: float) -> None:
             time.sleep(0.2)
 
 
+def play_jobs(kubeconfig: str, run_for: float, out: Any, cluster: str) -> None:
+    """Play kube's Job controller on an apiserver-only worker, and watch its Jobs for the latencies.
+
+    Nothing runs a worker's Jobs when the worker is only etcd + kube-apiserver
+    (``--apiserver-only-workers``): once our worker controller has admitted the
+    Workload copy and unsuspended the Job, this process marks the Job
+    succeeded ``run_for`` seconds later, with the status kube's Job controller
+    writes (``SuccessCriteriaMet`` then ``Complete``, ``succeeded: 1``,
+    ``startTime``, ``completionTime``; the apiserver refuses ``Complete``
+    without the others). That is what our worker controller's Job integration
+    needs to finish the worker's Workload, and what the manager copies back.
+    The watch also stands in for ``watch_process`` on this worker: every event
+    goes to ``out`` as ``remote``, each status write as ``played:<cluster>`` (so its
+    requests can be told apart from the controllers').
+    """
+    from kubernetes import config as kconfig
+
+    api = kconfig.new_client_from_config(config_file=kubeconfig)
+    batch, custom = client.BatchV1Api(api), client.CustomObjectsApi(api)  # the watch reads plain dicts (cheaper than models)
+    due: list[tuple[float, float, str, str]] = []  # (due monotonic, started wall clock, name, uid)
+    ready = threading.Condition()
+    scheduled: set[str] = set()
+
+    def succeed(started: float, name: str, uid: str) -> None:
+        now = time.time()
+        condition = {"status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods",
+                     "lastTransitionTime": rfc3339(now)}
+        status = {
+            "startTime": rfc3339(started),
+            "completionTime": rfc3339(max(now, started + 1)),
+            "succeeded": 1,
+            "uncountedTerminatedPods": {},
+            "conditions": [{"type": "SuccessCriteriaMet", **condition}, {"type": "Complete", **condition}],
+        }
+        try:
+            batch.patch_namespaced_job_status(name, NS, {"metadata": {"uid": uid}, "status": status})
+            out.put((f"played:{cluster}", time.time(), (name, True)))
+        except client.ApiException as exc:
+            if exc.status not in (404, 409):  # gone, or another copy under the same name
+                print(f"job stand-in: {name}: {exc.status} {exc.reason} {exc.body}", flush=True)
+
+    def serve() -> None:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            while True:
+                with ready:
+                    while not due or due[0][0] > time.monotonic():
+                        ready.wait(timeout=due[0][0] - time.monotonic() if due else None)
+                    _, started, name, uid = heapq.heappop(due)
+                pool.submit(succeed, started, name, uid)
+
+    threading.Thread(target=serve, daemon=True).start()
+    version_seen = announce_ready(custom, "batch", "v1", "jobs", out)
+    while True:
+        try:
+            for event in watch.Watch().stream(
+                custom.list_namespaced_custom_object, "batch", "v1", NS, "jobs", resource_version=version_seen, timeout_seconds=30, deserialize=False
+            ):
+                now = time.time()
+                obj = event["object"]
+                version_seen = obj["metadata"].get("resourceVersion", version_seen)
+                name, uid = obj["metadata"]["name"], obj["metadata"].get("uid", "")
+                out.put(("remote", now, (name, condition_true(obj, "Complete"))))
+                if event["type"] == "DELETED" or uid in scheduled or (obj.get("spec") or {}).get("suspend") is not False:
+                    continue
+                if (obj.get("status") or {}).get("conditions"):
+                    continue
+                scheduled.add(uid)
+                with ready:
+                    heapq.heappush(due, (time.monotonic() + run_for, now, name, uid))
+                    ready.notify()
+        except Exception:  # noqa: BLE001 - a benchmark watch just retries
+            version_seen = ""
+            time.sleep(0.2)
+
+
 def configure_pipelineruns(api: client.ApiClient) -> None:
     """Tekton's CRDs and the catalog's PipelineRun entry in the controller's ConfigMap (default settings otherwise, as for Jobs)."""
     tekton = [d for d in wiring.load_documents(CHECKOUT.parent / "shared" / "reference" / "tekton") if d.get("kind") == "CustomResourceDefinition"]
@@ -242,41 +339,69 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def request_counts(api: client.ApiClient) -> dict[tuple[str, str], float]:
+def request_counts(api: client.ApiClient) -> m.Counts:
     """apiserver_request_total summed by (verb, resource), from the API server's /metrics."""
     _, url, headers, _, _ = api.param_serialize(method="GET", resource_path="/metrics", auth_settings=["BearerToken"])
     response = api.call_api("GET", url, header_params=headers)
     response.read()
-    counts: dict[tuple[str, str], float] = {}
-    for line in response.data.decode().splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(","))
-        key = (labels.get("verb", "").strip('"'), labels.get("resource", "").strip('"') + ("/" + labels["subresource"].strip('"') if labels.get("subresource", '""') != '""' else ""))
-        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-    return counts
+    return m.parse_request_totals(response.data.decode())
 
 
-def print_requests(name: str, before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], jobs: int, noun: str = "Job") -> None:
-    deltas = sorted(((after[k] - before.get(k, 0.0)) / jobs, k) for k in after if after[k] - before.get(k, 0.0) >= jobs * 0.05)
-    total = sum(d for d, k in deltas if k[0] not in ("WATCH", "LIST"))
-    print(f"{name}: {total:.1f} requests per {noun} (mutating and GET)")
-    for per_job, (verb, resource) in reversed(deltas):
-        print(f"    {per_job:6.2f} {verb} {resource}")
+def print_requests(name: str, counts: m.Counts, jobs: int, noun: str = "Job", detail: bool = True, played: int = 0) -> float:
+    """One cluster's requests per ``noun`` (every verb but the streaming ones), by verb, and with ``detail`` by verb and resource.
+
+    ``played``: status writes made by the bench's Job stand-in on this
+    cluster, said apart (they are kube's Job controller's on a full worker).
+    """
+    total = m.requests_total(counts) / jobs
+    verbs = ", ".join(f"{verb} {v / jobs:.2f}" for verb, v in m.by_verb(counts).items() if v / jobs >= 0.005)
+    aside = f"; of which the bench's Job stand-in {played / jobs:.2f} PATCH jobs/status" if played else ""
+    print(f"{name}: {total:.1f} requests per {noun} ({verbs}; WATCH left out){aside}")
+    if detail:
+        print(f"    {'per ' + noun:>9}  verb    resource")
+        for per_job, verb, resource in m.table(counts, jobs):
+            print(f"    {per_job:9.2f}  {verb:<7} {resource}")
+    return total
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+def finished_workloads(api: client.ApiClient) -> tuple[int, int]:
+    """(Workloads in the bench namespace, of which ``Finished``), listed in pages so 10,000 of them stay cheap to read."""
+    custom = client.CustomObjectsApi(api)
+    total = finished = 0
+    token = None
+    while True:
+        page = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", limit=500, _continue=token)
+        for wl in page["items"]:
+            total += 1
+            finished += condition_true(wl, "Finished")
+        token = page["metadata"].get("continue")
+        if not token:
+            return total, finished
+
+
+def count_objects(api: client.ApiClient, group: str, version: str, plural: str) -> int:
+    """How many objects of a collection are left in the bench namespace (a worker's copies, after the manager's clean-up)."""
+    page = client.CustomObjectsApi(api).list_namespaced_custom_object(group, version, NS, plural, limit=1)
+    return len(page["items"]) + int(page["metadata"].get("remainingItemCount") or 0)
+
+
+pct = m.pct
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", choices=sorted(KINDS), default="job", help="what to submit: Jobs, or PipelineRuns through the generic adapter")
     parser.add_argument("--jobs", type=int, default=1000, help="how many Jobs (or PipelineRuns)")
-    parser.add_argument("--requests", action="store_true", help="also print each API server's requests per Job by verb and resource")
+    parser.add_argument("--workers", type=int, default=2, help="how many worker clusters (each with our controller in the worker role)")
+    parser.add_argument(
+        "--apiserver-only-workers",
+        action="store_true",
+        help="clusters of etcd + kube-apiserver only (no kube-controller-manager, scheduler, kwok): the bench plays kube's Job controller on the workers",
+    )
+    parser.add_argument("--requests", action="store_true", help="also print each worker's requests per Job by verb and resource, and the Events")
     parser.add_argument("--rate", type=float, default=0.0, help="Jobs submitted per second (default: as fast as 16 threads go)")
     parser.add_argument("--run-for", type=float, default=1.0, help="seconds each Job's pod (or PipelineRun, or each Tekton task's pod) runs on its worker")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every Job to finish on the manager after the last submission")
     parser.add_argument(
         "--tekton",
         action="store_true",
@@ -285,14 +410,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.tekton and args.kind != "pipelinerun":
         parser.error("--tekton goes with --kind pipelinerun")
+    if args.tekton and args.apiserver_only_workers:
+        parser.error("--tekton needs full clusters (kwok runs the TaskRuns' pods)")
+    if args.workers < 1:
+        parser.error("--workers must be 1 or more")
     n = args.jobs
     kind = KINDS[args.kind]
     noun = kind.noun
+    played_jobs = args.apiserver_only_workers and args.kind == "job"
     binaries = ensure_binaries().binaries
+    failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         options = ClusterSetOptions(
-            name="bench", workers=2, full=True, base_port=free_base_port(3), directory=Path(tmp) / "clusters", fake_nodes=4,
-            tekton=args.tekton,
+            name="bench", workers=args.workers, full=not args.apiserver_only_workers, base_port=free_base_port(args.workers + 1),
+            directory=Path(tmp) / "clusters", fake_nodes=4, tekton=args.tekton,
         )
         clusters = ClusterSet.plan(options)
         clusters.up(options, binaries)
@@ -305,14 +436,15 @@ def main() -> None:
                     configure_pipelineruns(clusters.api(cluster))
             for index, cluster in enumerate(clusters.clusters):
                 role = "manager" if index == 0 else "worker"
-                controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, Path(tmp) / f"{cluster.name}.log").start())
+                controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, Path(tmp) / f"{cluster.name}.log").start(timeout=180))
             apis = [clusters.api(c) for c in clusters.clusters]
             for api in apis:
                 client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
                 k = o.Kueue(api)
                 k.create(o.resource_flavor("default"))
             manager = o.Kueue(apis[0])
-            manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": "bench"}, "spec": {"clusters": ["worker1", "worker2"]}})
+            worker_names = [c.name for c in clusters.workers]
+            manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": "bench"}, "spec": {"clusters": worker_names}})
             manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "bench"},
                             "spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "bench"}}})
             quota = {resource: n for resource in kind.quota}
@@ -321,12 +453,14 @@ def main() -> None:
             for api in apis[1:]:
                 o.Kueue(api).create(o.cluster_queue("cq", {"default": quota}))
                 o.Kueue(api).create(o.local_queue(NS, "user-queue", "cq"))
-            o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", "bench"), "Active"), 60, what="check active")
+            o.wait_for(lambda: o.is_true(manager.get("AdmissionCheck", "bench"), "Active"), 120, what="check active")
 
             reserved: dict[str, float] = {}
             remote_created: dict[str, float] = {}
             remote_done: dict[str, float] = {}
             manager_done: dict[str, float] = {}
+            played: dict[str, int] = {}  # worker -> status writes of the Job stand-in
+            watches_ready = [0]
 
             def collect(queue: Any) -> None:
                 while not stop.is_set():
@@ -334,13 +468,17 @@ def main() -> None:
                         source, at, (name, fact) = queue.get(timeout=0.5)
                     except Exception:  # noqa: BLE001 - queue.Empty
                         continue
-                    if source == "manager-workload":
+                    if source == "ready":
+                        watches_ready[0] += 1
+                    elif source == "manager-workload":
                         if fact and name:
                             reserved.setdefault(name, at)
                     elif source == "remote":
                         remote_created.setdefault(name, at)
                         if fact:
                             remote_done.setdefault(name, at)
+                    elif source.startswith("played:"):
+                        played[source[7:]] = played.get(source[7:], 0) + 1
                     elif fact:
                         manager_done.setdefault(name, at)
 
@@ -350,13 +488,18 @@ def main() -> None:
             watchers = [
                 (paths[0], "kueue.x-k8s.io", "v1beta2", "workloads", "manager-workload", "QuotaReserved"),
                 (paths[0], *gvr, "manager", kind.done),
-                (paths[1], *gvr, "remote", kind.done),
-                (paths[2], *gvr, "remote", kind.done),
             ]
+            if not played_jobs:
+                watchers += [(path, *gvr, "remote", kind.done) for path in paths[1:]]
             for spec in watchers:
                 proc = multiprocessing.get_context("spawn").Process(target=watch_process, args=(*spec, events), daemon=True)
                 proc.start()
                 watch_procs.append(proc)
+            if played_jobs:
+                for name, path in zip(worker_names, paths[1:]):
+                    proc = multiprocessing.get_context("spawn").Process(target=play_jobs, args=(path, args.run_for, events, name), daemon=True)
+                    proc.start()
+                    watch_procs.append(proc)
             if args.kind == "pipelinerun" and not args.tekton:
                 for path in paths[1:]:
                     proc = multiprocessing.get_context("spawn").Process(target=play_tekton, args=(path, args.run_for), daemon=True)
@@ -394,8 +537,10 @@ def main() -> None:
                 body["spec"]["template"]["metadata"] = {"annotations": {"multikueue.x-k8s.io/run-for": f"{args.run_for:g}s"}}
                 batch.create_namespaced_job(NS, body)
 
-            time.sleep(3)  # let the watcher processes start
-            counts_before = [request_counts(api) for api in apis] if args.requests else []
+            watching = len(watchers) + (len(worker_names) if played_jobs else 0)
+            o.wait_for(lambda: watches_ready[0] >= watching or None, 180, what=f"{watching} watch processes started")
+            counts_before = [request_counts(api) for api in apis]
+            cpu_before = m.process_cpu_ms(manager_pid)
             started = time.monotonic()
             with ThreadPoolExecutor(max_workers=16) as pool:
                 if args.rate > 0:
@@ -410,19 +555,61 @@ def main() -> None:
                 else:
                     list(pool.map(submit, range(n)))
             submitted = time.monotonic()
-            deadline = time.monotonic() + 1800
+            deadline = time.monotonic() + args.timeout
+            last_report = time.monotonic()
             while len(manager_done) < n and time.monotonic() < deadline:
                 time.sleep(1)
+                if time.monotonic() - last_report >= 30:
+                    last_report = time.monotonic()
+                    print(f"  {time.monotonic() - started:.0f}s: {len(reserved)} reserved, {len(remote_created)} on workers, "
+                          f"{len(remote_done)} done there, {len(manager_done)} {kind.done} on the manager; "
+                          f"manager RSS {rss_mib(manager_pid):.0f} MiB", flush=True)
             finished = time.monotonic()
+            cpu_used = m.process_cpu_ms(manager_pid) - cpu_before
+            # The manager's clean-up of the workers' copies follows each finish: wait for it (it is part of the cost per Job).
+            cleanup_deadline = time.monotonic() + 120
+            left: dict[str, tuple[int, int]] = {}
+            while time.monotonic() < cleanup_deadline:
+                left = {c.name: (count_objects(api, "kueue.x-k8s.io", "v1beta2", "workloads"), count_objects(api, *gvr))
+                        for c, api in zip(clusters.workers, apis[1:])}
+                if not any(w + j for w, j in left.values()):
+                    break
+                time.sleep(2)
+            cleaned = time.monotonic()
+            cpu_with_cleanup = m.process_cpu_ms(manager_pid) - cpu_before
+            time.sleep(3)  # the last deletions and events
+            counts = [m.delta(before, request_counts(api)) for api, before in zip(apis, counts_before)]
+            listed, finished_count = finished_workloads(apis[0])
+            print()
+            print(f"== {n} {noun}s, {args.workers} workers ({'apiserver-only, Jobs played by the bench' if args.apiserver_only_workers else 'full clusters'}), "
+                  f"run-for {args.run_for:g}s, rate {args.rate or 'all at once'} ==")
+            print(f"requests per {noun} (apiserver_request_total, every verb but WATCH, before submission -> after the workers' copies were removed):")
+            print_requests(clusters.manager.name + " (includes the bench's own POST per " + noun + ")", counts[0], n, noun)
+            worker_totals = []
+            for cluster, count in zip(clusters.workers, counts[1:]):
+                dispatched_here = max(1, round(sum(v for (verb, res), v in count.items() if verb == "POST" and res == gvr[2])))
+                total = print_requests(cluster.name, count, n, noun, detail=args.requests, played=played.get(cluster.name, 0))
+                worker_totals.append(total)
+                print(f"    ({dispatched_here} {noun}s created here: {total * n / dispatched_here:.1f} requests per {noun} dispatched to it)")
+            print(f"all workers together: {sum(worker_totals):.1f} requests per {noun}")
             if args.requests:
-                time.sleep(3)  # the last deletions and events
-                for cluster, api, before in zip(clusters.clusters, apis, counts_before):
-                    print_requests(cluster.name, before, request_counts(api), n, noun)
+                for cluster, api in zip(clusters.clusters, apis):
                     reasons: dict[str, int] = {}
                     for event in client.CoreV1Api(api).list_namespaced_event(NS).items:
                         key = f"{event.involved_object.kind}/{event.reason}"
                         reasons[key] = reasons.get(key, 0) + 1
-                    print("    events:", ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
+                    print(f"    {cluster.name} events:", ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
+            print(f"manager controller CPU: {cpu_used / n:.1f} ms per {noun} (submission -> last finish, {cpu_used / 1000:.0f} s), "
+                  f"{cpu_with_cleanup / n:.1f} ms per {noun} with the clean-up of the workers' copies ({cleaned - finished:.0f} s more)")
+            if finished_count != n or listed != n:
+                failures.append(f"{finished_count} of {listed} Workloads Finished on the manager, {n} {noun}s submitted")
+            if len(manager_done) != n:
+                failures.append(f"{len(manager_done)} of {n} {noun}s {kind.done} on the manager after {args.timeout:.0f}s")
+            leftovers = {w: v for w, v in left.items() if sum(v)}
+            if leftovers:
+                failures.append("workers' copies not removed (Workloads, " + noun + "s): " + ", ".join(f"{w} {v}" for w, v in leftovers.items()))
+            print(f"every Workload finished: {'yes' if finished_count == n == listed else 'NO'} ({finished_count} of {listed} Finished on the manager; "
+                  f"workers' copies left: {sum(sum(v) for v in left.values())})")
         finally:
             stop.set()
             for proc in watch_procs:
@@ -450,6 +637,10 @@ def main() -> None:
         print(f"{noun}s completed per minute (Succeeded on the manager): {len(manager_done) / (finished - started) * 60:.1f}"
               f" over {finished - started:.0f}s, real Tekton {tekton.VERSION} on both workers")
     print(f"manager controller RSS: {idle:.0f} MiB before, {peak[0]:.0f} MiB peak")
+    if failures:
+        for failure in failures:
+            print(f"FAILED: {failure}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

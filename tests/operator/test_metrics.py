@@ -115,9 +115,10 @@ def test_metrics_after_a_job_ran_on_a_worker(
     # The worker's Job succeeds; its status comes back and the Workload finishes: status-sync latency.
     before = sum(find(samples, "mkpy_status_sync_latency_seconds_count", cluster="worker1"))
     condition = {"status": "True", "reason": "CompletionsReached", "message": "done", "lastTransitionTime": _ago(0)}
-    worker_batch.patch_namespaced_job_status("counted", ns, {"status": {"startTime": _ago(5), "active": 1}})
+    started = _ago(5)  # once: a second ticking between the two patches would change it, and startTime is immutable (422)
+    worker_batch.patch_namespaced_job_status("counted", ns, {"status": {"startTime": started, "active": 1}})
     worker_batch.patch_namespaced_job_status("counted", ns, {"status": {
-        "startTime": _ago(5), "completionTime": _ago(0), "active": None, "succeeded": 1, "uncountedTerminatedPods": {},
+        "startTime": started, "completionTime": _ago(0), "active": None, "succeeded": 1, "uncountedTerminatedPods": {},
         "conditions": [{"type": "SuccessCriteriaMet", **condition}, {"type": "Complete", **condition}],
     }})  # fmt: skip
     o.wait_for(lambda: sum(find(scrape(port), "mkpy_status_sync_latency_seconds_count", cluster="worker1")) > before, 60,

@@ -372,11 +372,20 @@ class ObjectStore:
     # --- Workload -----------------------------------------------------------------------------------
 
     def put_workload(self, workload: Workload) -> WorkloadKey | None:
-        """Store a Workload unless the stored copy has a newer resourceVersion; its key, or None when ignored."""
+        """Store a Workload unless the stored copy has a newer resourceVersion; its key, or None when ignored.
+
+        The store takes the object as it is (no copy) and drops its
+        ``metadata.managedFields`` in place: kept for the Workload's whole
+        life they were about half of its memory, nothing here reads them,
+        and a write that omits them leaves the server's untouched.
+        """
         key = (workload.namespace or "", workload.name)
         current = self._workloads.get(key)
         if current is not None and _older(workload.metadata.resource_version, current.metadata.resource_version):
             return None
+        extra = workload.metadata.model_extra
+        if extra:
+            extra.pop("managedFields", None)
         self._workloads[key] = workload
         return key
 

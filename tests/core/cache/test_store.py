@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.workload import Workload
 from multikueue.core.cache.store import ClusterQueueState, ObjectStore, local_queue_of
 from multikueue.core.quota import QuotaNode
 
@@ -146,3 +147,16 @@ def test_workload_snapshot_and_removal(build: Build) -> None:
     assert [key for key, _ in items] == [("default", "a"), ("other", "b")]  # the snapshot did not change
     assert [key for key, _ in store.workloads_items()] == [("other", "b")]
     assert local_queue_of(items[1][1]) == ("other", "q")
+
+
+def test_stored_workloads_keep_no_managed_fields(build: Build) -> None:
+    # Field managers' records are about half of a Workload's memory and nothing reads them.
+    store = ObjectStore()
+    body = build.workload("w", resource_version="3").to_k8s()
+    body["metadata"]["managedFields"] = [{"manager": "kueue", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+    body["metadata"]["somethingNewer"] = "kept"
+    store.put_workload(Workload.from_k8s(body))
+    stored = store.workload(("default", "w"))
+    assert stored is not None
+    assert "managedFields" not in stored.to_k8s()["metadata"]
+    assert stored.to_k8s()["metadata"]["somethingNewer"] == "kept"  # other unknown metadata stays

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import multiprocessing
+import shutil
 import statistics
 import sys
 import tempfile
@@ -69,6 +70,7 @@ from multikueue.dev.pytest_plugin import free_base_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _dispatch_metrics as m  # noqa: E402 - the bench folder is no package
+import _dispatch_upstream  # noqa: E402
 
 NS = "bench"
 #: The checkout this script is in (its adapters/ catalog, ../shared/reference beside it).
@@ -398,9 +400,16 @@ def main() -> None:
         action="store_true",
         help="clusters of etcd + kube-apiserver only (no kube-controller-manager, scheduler, kwok): the bench plays kube's Job controller on the workers",
     )
+    parser.add_argument(
+        "--manager",
+        choices=["ours", "upstream"],
+        default="ours",
+        help="the MultiKueue manager: our controller, or upstream Kueue's binary (v0.19.2, built from ../shared/thirdparty) as a local process",
+    )
     parser.add_argument("--requests", action="store_true", help="also print each worker's requests per Job by verb and resource, and the Events")
     parser.add_argument("--rate", type=float, default=0.0, help="Jobs submitted per second (default: as fast as 16 threads go)")
     parser.add_argument("--run-for", type=float, default=1.0, help="seconds each Job's pod (or PipelineRun, or each Tekton task's pod) runs on its worker")
+    parser.add_argument("--keep-logs", type=Path, help="copy the controllers' logs into this folder at the end")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every Job to finish on the manager after the last submission")
     parser.add_argument(
         "--tekton",
@@ -412,6 +421,8 @@ def main() -> None:
         parser.error("--tekton goes with --kind pipelinerun")
     if args.tekton and args.apiserver_only_workers:
         parser.error("--tekton needs full clusters (kwok runs the TaskRuns' pods)")
+    if args.manager == "upstream" and args.kind != "job":
+        parser.error("--manager upstream runs Jobs only (upstream's manager is configured with integrations.frameworks: [batch/job])")
     if args.workers < 1:
         parser.error("--workers must be 1 or more")
     n = args.jobs
@@ -424,18 +435,26 @@ def main() -> None:
         options = ClusterSetOptions(
             name="bench", workers=args.workers, full=not args.apiserver_only_workers, base_port=free_base_port(args.workers + 1),
             directory=Path(tmp) / "clusters", fake_nodes=4, tekton=args.tekton,
+            # Upstream's manager needs upstream's CRDs on the manager, so the CRDs and the wiring are done after start-up.
+            install_crds=args.manager == "ours", wire=args.manager == "ours",
         )
         clusters = ClusterSet.plan(options)
         clusters.up(options, binaries)
         controllers: list[ControllerProcess] = []
+        upstream_manager = None
         stop = threading.Event()
         watch_procs: list[Any] = []
         try:
+            if args.manager == "upstream":
+                _dispatch_upstream.prepare_clusters(clusters)
             if args.kind == "pipelinerun":
                 for cluster in clusters.clusters:
                     configure_pipelineruns(clusters.api(cluster))
             for index, cluster in enumerate(clusters.clusters):
                 role = "manager" if index == 0 else "worker"
+                if role == "manager" and args.manager == "upstream":
+                    upstream_manager = _dispatch_upstream.start_manager(clusters, Path(tmp) / "upstream-manager")
+                    continue
                 controllers.append(ControllerProcess(cluster.name, cluster.kubeconfig_path, role, Path(tmp) / f"{cluster.name}.log").start(timeout=180))
             apis = [clusters.api(c) for c in clusters.clusters]
             for api in apis:
@@ -507,7 +526,10 @@ def main() -> None:
                     watch_procs.append(proc)
             threading.Thread(target=collect, args=(events,), daemon=True).start()
             peak = [0.0]
-            manager_pid = controllers[0].process.pid if controllers[0].process else 0
+            if upstream_manager is not None:
+                manager_pid = upstream_manager.pid
+            else:
+                manager_pid = controllers[0].process.pid if controllers[0].process else 0
 
             def sample() -> None:
                 while not stop.is_set():
@@ -581,7 +603,7 @@ def main() -> None:
             counts = [m.delta(before, request_counts(api)) for api, before in zip(apis, counts_before)]
             listed, finished_count = finished_workloads(apis[0])
             print()
-            print(f"== {n} {noun}s, {args.workers} workers ({'apiserver-only, Jobs played by the bench' if args.apiserver_only_workers else 'full clusters'}), "
+            print(f"== {args.manager} manager, {n} {noun}s, {args.workers} workers ({'apiserver-only, Jobs played by the bench' if args.apiserver_only_workers else 'full clusters'}), "
                   f"run-for {args.run_for:g}s, rate {args.rate or 'all at once'} ==")
             print(f"requests per {noun} (apiserver_request_total, every verb but WATCH, before submission -> after the workers' copies were removed):")
             print_requests(clusters.manager.name + " (includes the bench's own POST per " + noun + ")", counts[0], n, noun)
@@ -616,6 +638,15 @@ def main() -> None:
                 proc.terminate()
             for ctl in controllers:
                 ctl.stop()
+            if args.keep_logs:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+            if upstream_manager is not None:
+                upstream_manager.stop(timeout=20)
+                if args.keep_logs:
+                    shutil.copy2(upstream_manager.log, args.keep_logs / "upstream-kueue.log")
+            if args.keep_logs:
+                for log in Path(tmp).glob("*.log"):
+                    shutil.copy2(log, args.keep_logs / log.name)
             clusters.down()
 
     dispatch = [remote_created[j] - reserved[j] for j in remote_created if j in reserved]
@@ -636,7 +667,7 @@ def main() -> None:
     if args.tekton and manager_done:
         print(f"{noun}s completed per minute (Succeeded on the manager): {len(manager_done) / (finished - started) * 60:.1f}"
               f" over {finished - started:.0f}s, real Tekton {tekton.VERSION} on both workers")
-    print(f"manager controller RSS: {idle:.0f} MiB before, {peak[0]:.0f} MiB peak")
+    print(f"manager controller RSS ({args.manager}): {idle:.0f} MiB before, {peak[0]:.0f} MiB peak")
     if failures:
         for failure in failures:
             print(f"FAILED: {failure}", file=sys.stderr)

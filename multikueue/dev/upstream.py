@@ -41,6 +41,7 @@ import yaml
 
 from multikueue.dev import containers
 from multikueue.dev.binaries import binaries_dir
+from multikueue.dev.process import ManagedProcess, spawn
 from multikueue.dev.thirdparty import GoArchive, Source, build_go_binary
 
 log = structlog.get_logger(__name__)
@@ -191,3 +192,97 @@ def _applied_configuration(kubeconfig: Path) -> str | None:
     except containers.ContainerError:
         return None
     return str((json.loads(out).get("data") or {}).get("controller_manager_config.yaml", ""))
+
+
+# -- upstream's manager as a local process (bench/dispatch.py --manager upstream) --------------
+
+#: Where upstream's manager reads its metrics server's certificate whenever it does not manage
+#: its certificates itself: hard-coded in ``cmd/kueue/main.go`` (no flag or field moves it).
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+
+
+def local_manager_configuration(
+    source: Source,
+    *,
+    health_port: int,
+    metrics_port: int,
+    webhook_port: int,
+    cert_dir: Path,
+    frameworks: Sequence[str] = ("batch/job",),
+) -> dict[str, object]:
+    """Upstream's shipped Configuration, changed only where a process on loopback beside the apiserver needs it.
+
+    - ``integrations.frameworks``: the ones the workers serve (see the module docstring);
+    - leader election off (one replica, and no Lease writes in the request counts);
+    - probes, metrics and webhook on free loopback ports instead of the Pod's fixed ones;
+    - ``internalCertManagement`` off with a serving certificate written to ``cert_dir``:
+      upstream's own certificate management writes a Secret and patches webhook
+      configurations and the CRDs' conversion for a Service that does not exist here.
+      No webhook configuration is registered either (nothing would reach the
+      process through a Service), so the objects submitted must already carry
+      what upstream's Job webhook would set: ``suspend: true`` and
+      ``spec.managedBy: kueue.x-k8s.io/multikueue`` (the bench writes both);
+    - the ``VisibilityOnDemand`` feature off (its API server needs a certificate at
+      ``/visibility`` and an APIService; MultiKueue does not use it).
+
+    The client limits (``clientConnection``: 300 QPS / 500 burst) and controller
+    concurrency stay as shipped.
+    """
+    path = source.root / "config" / "components" / "manager" / "controller_manager_config.yaml"
+    document: dict[str, object] = yaml.safe_load(path.read_text())
+    document["integrations"] = {"frameworks": list(frameworks)}
+    document["leaderElection"] = {"leaderElect": False}
+    document["health"] = {"healthProbeBindAddress": f"127.0.0.1:{health_port}"}
+    document["metrics"] = {"bindAddress": f"127.0.0.1:{metrics_port}"}
+    document["webhook"] = {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)}
+    document["internalCertManagement"] = {"enable": False}
+    # The visibility API server reads its certificate from /visibility (hard-coded) and serves an
+    # APIService nothing registers here; MultiKueue does not use it.
+    document["featureGates"] = {"VisibilityOnDemand": False}
+    return document
+
+
+def write_serving_certificate(directory: Path) -> None:
+    """A loopback serving certificate as controller-runtime reads it (``tls.crt``, ``tls.key``)."""
+    from multikueue.runtime.certificates import issue_webhook_certificate
+
+    material = issue_webhook_certificate(["localhost", "127.0.0.1"])
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(material.cert_pem)
+    (directory / "tls.key").write_bytes(material.key_pem)
+    (directory / "tls.key").chmod(0o600)
+
+
+def ensure_metrics_certificate() -> None:
+    """Upstream's hard-coded metrics certificate (:data:`METRICS_CERT_DIR`), written once when absent.
+
+    Without it the process exits at start-up ("Unable to initialize metrics
+    certificate watcher"). Writing under ``/etc`` needs root; otherwise the
+    error says what to create.
+    """
+    if (METRICS_CERT_DIR / "tls.crt").exists() and (METRICS_CERT_DIR / "tls.key").exists():
+        return
+    try:
+        write_serving_certificate(METRICS_CERT_DIR)
+    except OSError as exc:
+        raise RuntimeError(
+            f"upstream Kueue {VERSION} reads its metrics certificate from {METRICS_CERT_DIR} (hard-coded) when it "
+            f"does not manage certificates itself; cannot write it there: {exc}"
+        ) from None
+
+
+def start_local_manager(kubeconfig: Path, directory: Path, binary: Path, configuration: dict[str, object], log_file: Path) -> ManagedProcess:
+    """Run ``binary`` (upstream's ``cmd/kueue``) against ``kubeconfig`` with ``configuration``; return its process.
+
+    The caller waits for readiness (``/readyz`` on the configured health port)
+    and stops it; the process is recorded nowhere else.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    config_file = directory / "kueue-config.yaml"
+    config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
+    return spawn(
+        "manager/upstream-kueue",
+        [str(binary), f"--config={config_file}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"],
+        log_file,
+        env={"KUBECONFIG": str(kubeconfig)},
+    )

@@ -7,6 +7,9 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,6 +176,79 @@ async def run_leadership(controller: Controller, elector: LeaderElector | None, 
         await lead_alone(controller.lead_until, stop)
 
 
+#: Signals that stop the controller (a Pod's termination, Ctrl+C).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: After the event loop ended, how long requests still running in client threads may take before the process exits.
+EXIT_GRACE_SECONDS = 1.0
+#: From a stop signal to the process's exit at the latest. Our part (the scheduling loop's drain of at most
+#: ``scheduling.DRAIN_SECONDS``, the controllers' stop) takes well under this; kopf's own teardown may not:
+#: it waits 5 s for every task still in the loop (hard-coded) and its watch streams close slowly.
+EXIT_DEADLINE_SECONDS = 4.0
+
+
+async def take_stop_signals(controller: Controller, stop_leading: asyncio.Event, stop_kopf: asyncio.Event) -> None:
+    """Once kopf runs (its own signal handlers installed), answer SIGTERM/SIGINT ourselves: stop acting at once.
+
+    kopf's handlers stop its watchers and per-object workers first (each
+    given seconds to drain, and up to 5 s more for every other task) and run
+    the clean-up handler, which stops the scheduling loop, only then: a busy
+    controller kept admitting for seconds after SIGTERM, or long after when
+    the API server was slow. Here the signal stops the leadership (the
+    scheduling loop ends, its writes in flight get a short drain) and raises
+    kopf's stop flag in the same step, so both shut down together. Installed
+    after the cache synced: by then kopf has installed its handlers, which
+    ``add_signal_handler`` replaces (before that, kopf's own handling stops
+    a controller that does nothing yet).
+    """
+    await controller.synced.wait()
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: signal.Signals) -> None:
+        log.info("signal received: stopping", signal=sig.name)
+        stop_leading.set()
+        stop_kopf.set()
+        watchdog = threading.Timer(EXIT_DEADLINE_SECONDS, _exit_late, args=(sig,))
+        watchdog.daemon = True
+        watchdog.start()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop, sig)
+
+
+def _exit_late(sig: signal.Signals) -> None:
+    """The process has not exited :data:`EXIT_DEADLINE_SECONDS` after ``sig``: exit now (a thread, the loop may be stuck).
+
+    By then the scheduling loop has stopped and its writes were answered or
+    given up on (its drain is shorter), so what is cut off is teardown.
+    """
+    log.warning("still stopping after the deadline: exiting now", signal=sig.name, deadline_seconds=EXIT_DEADLINE_SECONDS)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def exit_without_waiting_for_requests(code: int) -> None:
+    """Exit now, even with client threads still waiting for the API server (slow or gone).
+
+    Python joins the request pools' threads at exit, so one request hanging
+    for its 30 s read timeout kept the process alive that long after
+    SIGTERM. The writes that matter were answered or given up on before the
+    event loop ended (the scheduling loop's drain); a request still running
+    now either reached the API server or did not, waiting changes neither.
+    """
+    deadline = time.monotonic() + EXIT_GRACE_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    waiting = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not waiting:
+        return
+    log.info("exiting with client requests unanswered", threads=len(waiting))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 class LeadershipFailed(Exception):
     """The leadership loop ended before shutdown: the process stops with a non-zero status, to be restarted."""
 
@@ -239,7 +315,9 @@ async def run_controller(options: ControllerOptions) -> None:
         )
         metrics.set_replica_role(metrics.ROLE_FOLLOWER if elector is not None else metrics.ROLE_STANDALONE)
         stop_leading = asyncio.Event()
+        stop_kopf = asyncio.Event()
         leadership: list[asyncio.Task[None]] = []
+        signals: list[asyncio.Task[None]] = []
         failures: list[str] = []
 
         @kopf.on.startup(registry=registry)
@@ -255,11 +333,14 @@ async def run_controller(options: ControllerOptions) -> None:
             task = asyncio.create_task(run_leadership(controller, elector, stop_leading), name="leadership")
             task.add_done_callback(lambda t: _leadership_ended(t, stop_leading, failures))
             leadership.append(task)
+            signals.append(asyncio.create_task(take_stop_signals(controller, stop_leading, stop_kopf), name="signals"))
 
         @kopf.on.cleanup(registry=registry)
         async def stop_background(**_: Any) -> None:
             # SIGTERM: stop acting (everything stopped before it returns), then release the Lease, then the rest.
             stop_leading.set()
+            for task in signals:
+                task.cancel()  # still waiting for the cache to sync, if it never did
             for task in leadership:
                 try:
                     await task
@@ -284,6 +365,7 @@ async def run_controller(options: ControllerOptions) -> None:
                 clusterwide=True,
                 standalone=True,
                 memo=kopf.Memo(controller=controller),
+                stop_flag=stop_kopf,
             )
         finally:
             if probes is not None:
@@ -303,5 +385,7 @@ def main(options: ControllerOptions) -> int:
         return 1
     except LeadershipFailed as exc:
         log.error("controller stopped after its leadership loop failed; restart it", error=str(exc))
+        exit_without_waiting_for_requests(2)
         return 2
+    exit_without_waiting_for_requests(0)
     return 0

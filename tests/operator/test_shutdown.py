@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 WORKLOADS = 400
 #: Seconds the controller may take from the signal to its exit.
-EXIT_SECONDS = 5.0
+EXIT_SECONDS = 6.0
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
 
 

@@ -11,8 +11,10 @@ An :class:`Informer` is the single list + watch implementation of the project
   so a consumer that missed events still ends up with the server's state.
   410 relists at once; other breaks after a backoff. A watch that simply
   reached its ``timeoutSeconds`` is renewed from the last resourceVersion
-  seen (bookmarks included), without a relist. The store keeps whole JSON
-  dicts, reachable by key or through named indexes;
+  seen (bookmarks included), without a relist. The store keeps the JSON
+  dicts, without ``metadata.managedFields`` (nothing reads them, and they
+  are about half of an object's memory), reachable by key or through named
+  indexes;
 - **cheap events**: each watch line is parsed by one ``json.loads`` (the
   client's own deserialisation dumps and re-parses every object, a fifth of
   the manager's CPU under load); bookmarks only move the resourceVersion on;
@@ -152,6 +154,11 @@ class Store:
             return set()
 
     def _put(self, obj: Obj) -> None:
+        # The store keeps every object for as long as it exists: the field managers' records, about
+        # half of a Workload and read by no consumer, are dropped from it (the object is the store's own parse).
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
         key = object_key(obj)
         self._remove(key)
         self.objects[key] = obj

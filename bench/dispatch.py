@@ -153,6 +153,34 @@ def rfc3339(at: float) -> str:
     return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class DelayQueue:
+    """Calls ``act(started, name, uid)`` ``delay`` seconds after :meth:`add`, on a small pool (the stand-ins' clock).
+
+    A heap served by one thread: the stand-ins for Tekton and for kube's Job
+    controller finish what they saw released after ``--run-for`` seconds.
+    """
+
+    def __init__(self, act: Any) -> None:
+        self._act = act
+        self._due: list[tuple[float, float, str, str]] = []  # (due monotonic, started wall clock, name, uid)
+        self._ready = threading.Condition()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def add(self, delay: float, started: float, name: str, uid: str) -> None:
+        with self._ready:
+            heapq.heappush(self._due, (time.monotonic() + delay, started, name, uid))
+            self._ready.notify()
+
+    def _serve(self) -> None:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            while True:
+                with self._ready:
+                    while not self._due or self._due[0][0] > time.monotonic():
+                        self._ready.wait(timeout=self._due[0][0] - time.monotonic() if self._due else None)
+                    _, started, name, uid = heapq.heappop(self._due)
+                pool.submit(self._act, started, name, uid)
+
+
 def play_tekton(kubeconfig: str, run_for: float) -> None:
     """Play Tekton on one worker: a released PipelineRun copy succeeds ``run_for`` seconds later.
 
@@ -166,8 +194,6 @@ def play_tekton(kubeconfig: str, run_for: float) -> None:
 
     api = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=kubeconfig))
     group, version, plural = "tekton.dev", "v1", "pipelineruns"
-    due: list[tuple[float, float, str, str]] = []  # (due monotonic, started wall clock, name, uid)
-    ready = threading.Condition()
     scheduled: set[str] = set()
 
     def succeed(started: float, name: str, uid: str) -> None:
@@ -183,16 +209,7 @@ def play_tekton(kubeconfig: str, run_for: float) -> None:
             if exc.status not in (404, 409):  # gone, or another copy under the same name
                 print(f"fake tekton: {name}: {exc.status} {exc.reason}", flush=True)
 
-    def serve() -> None:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            while True:
-                with ready:
-                    while not due or due[0][0] > time.monotonic():
-                        ready.wait(timeout=due[0][0] - time.monotonic() if due else None)
-                    _, started, name, uid = heapq.heappop(due)
-                pool.submit(succeed, started, name, uid)
-
-    threading.Thread(target=serve, daemon=True).start()
+    delays = DelayQueue(succeed)
     version_seen = ""
     while True:
         try:
@@ -205,9 +222,7 @@ def play_tekton(kubeconfig: str, run_for: float) -> None:
                 if event["type"] == "DELETED" or uid in scheduled or "status" in (obj.get("spec") or {}) or obj.get("status"):
                     continue
                 scheduled.add(uid)
-                with ready:
-                    heapq.heappush(due, (time.monotonic() + run_for, time.time(), obj["metadata"]["name"], uid))
-                    ready.notify()
+                delays.add(run_for, time.time(), obj["metadata"]["name"], uid)
         except Exception:  # noqa: BLE001 - a benchmark watch just retries
             version_seen = ""
             time.sleep(0.2)
@@ -232,8 +247,6 @@ def play_jobs(kubeconfig: str, run_for: float, out: Any, cluster: str) -> None:
 
     api = kconfig.new_client_from_config(config_file=kubeconfig)
     batch, custom = client.BatchV1Api(api), client.CustomObjectsApi(api)  # the watch reads plain dicts (cheaper than models)
-    due: list[tuple[float, float, str, str]] = []  # (due monotonic, started wall clock, name, uid)
-    ready = threading.Condition()
     scheduled: set[str] = set()
 
     def succeed(started: float, name: str, uid: str) -> None:
@@ -254,16 +267,7 @@ def play_jobs(kubeconfig: str, run_for: float, out: Any, cluster: str) -> None:
             if exc.status not in (404, 409):  # gone, or another copy under the same name
                 print(f"job stand-in: {name}: {exc.status} {exc.reason} {exc.body}", flush=True)
 
-    def serve() -> None:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            while True:
-                with ready:
-                    while not due or due[0][0] > time.monotonic():
-                        ready.wait(timeout=due[0][0] - time.monotonic() if due else None)
-                    _, started, name, uid = heapq.heappop(due)
-                pool.submit(succeed, started, name, uid)
-
-    threading.Thread(target=serve, daemon=True).start()
+    delays = DelayQueue(succeed)
     version_seen = announce_ready(custom, "batch", "v1", "jobs", out)
     while True:
         try:
@@ -280,9 +284,7 @@ def play_jobs(kubeconfig: str, run_for: float, out: Any, cluster: str) -> None:
                 if (obj.get("status") or {}).get("conditions"):
                     continue
                 scheduled.add(uid)
-                with ready:
-                    heapq.heappush(due, (time.monotonic() + run_for, now, name, uid))
-                    ready.notify()
+                delays.add(run_for, now, name, uid)
         except Exception:  # noqa: BLE001 - a benchmark watch just retries
             version_seen = ""
             time.sleep(0.2)

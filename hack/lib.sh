@@ -46,8 +46,12 @@ ensure_venv() {
   echo "    done in $((SECONDS - start))s"
 }
 
+# Seconds between two "still ..." lines of a running step.
+STEP_PROGRESS_SECONDS="${STEP_PROGRESS_SECONDS:-30}"
+
 # step DESCRIPTION COMMAND [ARG...]: runs the command (a function is fine) with
-# its output in a log file under $STEP_LOG_DIR, prints the elapsed time, and on
+# its output in a log file under $STEP_LOG_DIR, prints the elapsed time (and a
+# progress line every $STEP_PROGRESS_SECONDS while it runs), and on
 # failure the log's tail, then exits. The command runs as a background job and
 # is waited for, so that `set -e` still applies inside a function (it would not
 # in an `if` or `||` context). Used by hack/image.sh and kind-configs/node-image.sh.
@@ -60,8 +64,17 @@ step() {
   local start=$SECONDS
   echo "--- $what"
   ("$@") </dev/null >"$log" 2>&1 &
-  local rc=0
-  wait $! || rc=$?
+  local pid=$! rc=0 next=$((SECONDS + STEP_PROGRESS_SECONDS))
+  # A line every STEP_PROGRESS_SECONDS while it runs: a cold debootstrap or go
+  # build takes minutes, and a silent terminal looks hung.
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ "$SECONDS" -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
+      echo "    ... still $what: $((SECONDS - start))s elapsed (log: $log)"
+      next=$((SECONDS + STEP_PROGRESS_SECONDS))
+    fi
+  done
+  wait "$pid" || rc=$?
   if [ "$rc" -ne 0 ]; then
     echo "error: $what failed (exit $rc) after $((SECONDS - start))s; last lines of $log:" >&2
     tail -n 40 "$log" | sed 's/^/    /' >&2

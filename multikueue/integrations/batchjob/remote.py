@@ -20,6 +20,7 @@ from multikueue.integrations.batchjob.job import (
     JOB_STATUS_FIELDS,
     KIND,
     MANAGED_LABELS,
+    STOPPING_ANNOTATION,
     Job,
     is_active,
     is_suspended,
@@ -94,7 +95,11 @@ def remote_copy(job: Job, *, origin: str, workload_name: str) -> dict[str, Any]:
     instead when the name is longer than a label value may be, as upstream).
     Dropped: everything the API server owns (uid, resourceVersion,
     generation, creationTimestamp, managedFields, ownerReferences, finalizers,
-    status), ``spec.managedBy`` (so the worker's Job controller runs it), and
+    status), ``spec.managedBy`` (so the worker's Job controller runs it), the
+    ``kueue.x-k8s.io/stopping`` annotation of a manager Job being stopped (a
+    Retry re-dispatches while the manager stops its Job; carried over, the
+    worker's Kueue would wait for a stop that never ends there and never
+    start the copy), and
     the generated selector with the controller's labels on the pod template.
     A Job with ``spec.manualSelector: true`` keeps its selector and template
     labels: the user chose them and the API server would refuse the copy
@@ -103,6 +108,9 @@ def remote_copy(job: Job, *, origin: str, workload_name: str) -> dict[str, Any]:
     metadata = section(job, "metadata")
     labels = dict(metadata.get("labels") or {})
     annotations = dict(metadata.get("annotations") or {})
+    # The manager's own stop in progress, not the copy's: a worker Job carrying it counts as
+    # still stopping there, and nothing on the worker ever finishes that stop (it never started).
+    annotations.pop(STOPPING_ANNOTATION, None)
     labels[Labels.MULTIKUEUE_ORIGIN] = origin
     bind(labels, annotations, workload_name)
     new_metadata: dict[str, Any] = {"name": metadata.get("name"), "labels": labels}

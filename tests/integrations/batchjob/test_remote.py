@@ -67,6 +67,17 @@ def test_remote_copy_is_always_suspended_for_the_worker_kueue_to_start(manager_j
     assert remote_copy(job, origin="m", workload_name="wl")["spec"]["suspend"] is True
 
 
+def test_remote_copy_drops_the_managers_stopping_annotation(manager_job: JobFactory) -> None:
+    """Seen in the fault suite: a Retry re-dispatched while the manager was stopping its Job; the copy
+    carried ``kueue.x-k8s.io/stopping`` and the worker's Kueue, waiting for that stop, never started it."""
+    job = manager_job()
+    job["metadata"]["annotations"] = {"kueue.x-k8s.io/stopping": "true", "note": "keep"}
+    job["spec"]["suspend"] = True
+    worker_job = remote_copy(job, origin="m", workload_name="wl")
+    assert worker_job["metadata"]["annotations"] == {"note": "keep"}
+    assert batchjob.is_suspended(worker_job)
+
+
 def test_remote_copy_keeps_a_manual_selector(manager_job: JobFactory) -> None:
     job = manager_job()
     job["spec"]["manualSelector"] = True

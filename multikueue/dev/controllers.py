@@ -14,6 +14,8 @@ import socket
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +129,27 @@ class ControllerProcess(ControllerRun):
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.alive()
+
+
+@contextmanager
+def in_place_of(session: ControllerProcess, name: str, log: Path, config_map: str) -> Iterator[ControllerProcess]:
+    """A manager controller reading ConfigMap ``config_map``, serving the webhooks on ``session``'s port while it runs.
+
+    For tests of Configuration settings the session's controller does not
+    have: the session's controller is stopped first (two managers on one
+    cluster would both act, and only one can own the webhook port the API
+    server calls), then started again when the block ends, whatever happens.
+    """
+    port = session.webhook_port
+    session.stop()
+    ctl = ControllerProcess(name, session.kubeconfig, "manager", log, extra_args=("--config-map", config_map), webhooks=True,
+                            webhook_port=port)  # fmt: skip
+    try:
+        ctl.start()
+        yield ctl
+    finally:
+        ctl.stop()
+        session.start()
 
 
 def identity_in_log(text: str) -> str | None:

@@ -303,6 +303,9 @@ async def run_controller(options: ControllerOptions) -> None:
         admission = await webhook_server(webhooks, loaded.config, kube)
         registry = kopf.OperatorRegistry()
         controller.register(registry)
+        if admission is not None:
+            for source in controller.admission_sources:
+                await admission.attach(source)  # not listening yet: its first configuration holds their webhooks
         login.register(registry, kube.api)
         elector = (
             LeaderElector(

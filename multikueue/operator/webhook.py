@@ -35,7 +35,8 @@ defaulting webhooks of the external kinds whose ConfigMap entry has
 requests by handler and only knows kinds registered before it starts, so
 their requests are answered here, by id, like the conversion reviews, and
 the configuration is rewritten whenever a source's set changes (a ConfigMap
-reload). :func:`attach_on_startup` hands a source to the server kopf runs.
+reload). The process attaches the sources (:meth:`ConfiguringServer.attach`)
+before kopf starts the server.
 
 How the API server reaches the server (:class:`WebhookOptions`): by URL
 (``https://<host>:<port>/<id>``, the local clusters and the tests) or, in a
@@ -658,40 +659,6 @@ class ConfiguringServer:
         self.tls.load(material)
         log.info("webhook certificate reloaded", certificate=self.source.describe())
         return True
-
-
-def attach_on_startup(registry: kopf.OperatorRegistry, source: AdmissionSource, *, wait_seconds: float = 30.0) -> None:
-    """Attach ``source`` to the :class:`ConfiguringServer` kopf runs (``settings.admission.server``).
-
-    The server is put in kopf's settings by a startup handler registered
-    after the controller's handlers, and kopf runs startup handlers in order,
-    so this one looks for it from a task, a moment later: kopf starts the
-    server only once every startup handler is done and the cluster's kinds
-    are scanned, so the source is attached before the first configuration
-    is written.
-    """
-
-    @kopf.on.startup(registry=registry)
-    async def attach_admission_source(settings: kopf.OperatorSettings, **_: Any) -> None:
-        async def attach() -> None:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + wait_seconds
-            while settings.admission.server is None and loop.time() < deadline:
-                await asyncio.sleep(0.02)
-            server = settings.admission.server
-            if isinstance(server, ConfiguringServer):
-                await server.attach(source)
-            else:
-                log.warning("no webhook server to serve the external frameworks' webhooks; managedBy is not defaulted",
-                            server=type(server).__name__)  # fmt: skip
-
-        task = asyncio.create_task(attach(), name="attach admission source")
-        _attaching.add(task)
-        task.add_done_callback(_attaching.discard)
-
-
-#: Attach tasks still running (a reference keeps them from being garbage-collected).
-_attaching: set[asyncio.Task[None]] = set()
 
 
 def certificate_source(options: WebhookOptions, kube: AsyncKube) -> CertificateSource:

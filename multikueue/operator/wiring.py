@@ -61,7 +61,7 @@ from multikueue.integrations.external.webhook import ExternalDefaults
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.operator.feeds import register_feeds
 from multikueue.operator.scheduling import SchedulingLoop, fair_sharing_of
-from multikueue.operator.webhook import attach_on_startup
+from multikueue.operator.webhook import AdmissionSource
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.leaderelection import Stopped
@@ -141,6 +141,9 @@ class Controller:
     leading: bool = False
     #: Workloads deleted while not leading, in order: their remote copies are cleaned up once leading.
     standby_deletions: dict[WorkloadKey, None] = field(default_factory=dict)
+    #: Webhooks whose set changes while running (the external kinds' defaulting), made by :meth:`register`:
+    #: the process hands them to its webhook server before kopf starts it.
+    admission_sources: list[AdmissionSource] = field(default_factory=list)
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         """Register every kopf handler of the parts built (no daemon, timer or change handler: kopf writes nothing)."""
@@ -166,7 +169,7 @@ class Controller:
             # managedBy defaulted for the external kinds whose entry has `webhook`, following reloads.
             defaults = ExternalDefaults(self.frameworks.active)
             self.frameworks.on_loaded(defaults.apply)
-            attach_on_startup(registry, defaults)
+            self.admission_sources.append(defaults)
 
     async def _workload_changed(self, key: WorkloadKey) -> None:
         """A Workload event: its lifecycle transition and listeners, only while leading (a standby writes nothing).

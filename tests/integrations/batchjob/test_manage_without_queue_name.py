@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from multikueue.dev import objects as o
-from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.controllers import ControllerProcess, in_place_of
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.integrations.naming import workload_name_for_owner
 from multikueue.operator.webhook import CONFIGURATION_NAME
@@ -54,36 +54,28 @@ def test_a_job_without_queue_name_is_suspended_and_waits_inadmissible(
     k.create(o.resource_flavor(f"default-{ns}"))
     k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 8}}))
     k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
-    port = integration_controller.webhook_port
-    integration_controller.stop()  # this test's controller serves the webhooks in its place
-    ctl = ControllerProcess(
-        "manage-all", integration_clusters.kubeconfigs[0], "manager", tmp_path / "manage-all.log",
-        extra_args=("--config-map", config), webhooks=True, webhook_port=port,
-    )  # fmt: skip
     try:
-        ctl.start()
-        o.wait_for(lambda: _object_selectors(api) == [None], 30, what="the mutating webhook without its queue-name objectSelector")
+        with in_place_of(integration_controller, "manage-all", tmp_path / "manage-all.log", config):
+            o.wait_for(lambda: _object_selectors(api) == [None], 30, what="the mutating webhook without its queue-name objectSelector")
 
-        plain = batch.create_namespaced_job(ns, o.batch_job(ns, "plain", None, {"cpu": "1"}, suspend=False))
-        assert plain.spec.suspend is True, "suspended by the webhook although it names no queue"
-        name = workload_name_for_owner("plain", plain.metadata.uid, "Job", "batch")
+            plain = batch.create_namespaced_job(ns, o.batch_job(ns, "plain", None, {"cpu": "1"}, suspend=False))
+            assert plain.spec.suspend is True, "suspended by the webhook although it names no queue"
+            name = workload_name_for_owner("plain", plain.metadata.uid, "Job", "batch")
 
-        def inadmissible() -> dict[str, object] | None:
-            wl = k.get_or_none("Workload", name, ns)
-            cond = o.condition(wl, "QuotaReserved") if wl else None
-            return cond if cond and cond["reason"] == "Inadmissible" else None
+            def inadmissible() -> dict[str, object] | None:
+                wl = k.get_or_none("Workload", name, ns)
+                cond = o.condition(wl, "QuotaReserved") if wl else None
+                return cond if cond and cond["reason"] == "Inadmissible" else None
 
-        cond = o.wait_for(inadmissible, 30, what="the queue-less Job's Workload inadmissible")
-        assert cond["message"] == "LocalQueue  doesn't exist"
-        assert not k.get("Workload", name, ns)["spec"].get("queueName")
+            cond = o.wait_for(inadmissible, 30, what="the queue-less Job's Workload inadmissible")
+            assert cond["message"] == "LocalQueue  doesn't exist"
+            assert not k.get("Workload", name, ns)["spec"].get("queueName")
 
-        queued = batch.create_namespaced_job(ns, o.batch_job(ns, "queued", "user-queue", {"cpu": "1"}, suspend=False))
-        assert queued.spec.suspend is True
-        o.wait_for(lambda: batch.read_namespaced_job("queued", ns).spec.suspend is False, 30, what="the queued Job started")
-        assert batch.read_namespaced_job("plain", ns).spec.suspend is True, "the queue-less one still waits"
+            queued = batch.create_namespaced_job(ns, o.batch_job(ns, "queued", "user-queue", {"cpu": "1"}, suspend=False))
+            assert queued.spec.suspend is True
+            o.wait_for(lambda: batch.read_namespaced_job("queued", ns).spec.suspend is False, 30, what="the queued Job started")
+            assert batch.read_namespaced_job("plain", ns).spec.suspend is True, "the queue-less one still waits"
     finally:
-        ctl.stop()
-        integration_controller.start()
         # The session controller writes its own webhooks back (queue-name objectSelector) before other tests run.
         o.wait_for(lambda: _object_selectors(api) not in ([None], []), 30, what="the session controller's webhook configurations")
         for job in ("plain", "queued"):

@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from multikueue.dev import objects as o
-from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.controllers import ControllerProcess, in_place_of
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.operator.webhook import CONFIGURATION_NAME
 
@@ -58,37 +58,29 @@ def test_jobs_outside_the_opted_in_namespaces_are_left_alone(
     k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 8}}))
     for queue_ns in (ns, other):
         k.create(o.local_queue(queue_ns, "user-queue", f"cq-{ns}"))
-    port = integration_controller.webhook_port
-    integration_controller.stop()  # this test's controller serves the webhooks in its place
-    ctl = ControllerProcess(
-        "opt-in", integration_clusters.kubeconfigs[0], "manager", tmp_path / "opt-in.log",
-        extra_args=("--config-map", config), webhooks=True, webhook_port=port,
-    )
     try:
-        ctl.start()
-        o.wait_for(lambda: _selectors(api) == [{OPT_IN: ns}] * 2, 30, what="the opt-in selector in the webhook configurations")
+        with in_place_of(integration_controller, "opt-in", tmp_path / "opt-in.log", config) as ctl:
+            o.wait_for(lambda: _selectors(api) == [{OPT_IN: ns}] * 2, 30, what="the opt-in selector in the webhook configurations")
 
-        outside = batch.create_namespaced_job(other, o.batch_job(other, "outside", "user-queue", {"cpu": "1"}, suspend=False))
-        assert outside.spec.suspend is False and outside.spec.managed_by is None
-        inside = batch.create_namespaced_job(ns, o.batch_job(ns, "inside", "user-queue", {"cpu": "1"}, suspend=False))
-        assert inside.spec.suspend is True
-        o.wait_for(
-            lambda: any(o.is_true(wl, "Admitted") for wl in k.list("Workload", ns)), 30, what="the opted-in Job's Workload admitted"
-        )
-        o.wait_for(lambda: batch.read_namespaced_job("inside", ns).spec.suspend is False, 30, what="the opted-in Job started")
-        # By now the integration has seen the other Job too: no Workload, never suspended.
-        assert k.list("Workload", other) == []
-        assert batch.read_namespaced_job("outside", other).spec.suspend is False
+            outside = batch.create_namespaced_job(other, o.batch_job(other, "outside", "user-queue", {"cpu": "1"}, suspend=False))
+            assert outside.spec.suspend is False and outside.spec.managed_by is None
+            inside = batch.create_namespaced_job(ns, o.batch_job(ns, "inside", "user-queue", {"cpu": "1"}, suspend=False))
+            assert inside.spec.suspend is True
+            o.wait_for(
+                lambda: any(o.is_true(wl, "Admitted") for wl in k.list("Workload", ns)), 30, what="the opted-in Job's Workload admitted"
+            )
+            o.wait_for(lambda: batch.read_namespaced_job("inside", ns).spec.suspend is False, 30, what="the opted-in Job started")
+            # By now the integration has seen the other Job too: no Workload, never suspended.
+            assert k.list("Workload", other) == []
+            assert batch.read_namespaced_job("outside", other).spec.suspend is False
 
-        ctl.stop()  # the webhooks stay registered (failurePolicy: Fail) ...
-        created = batch.create_namespaced_job(other, o.batch_job(other, "while-down", "user-queue", {"cpu": "1"}, suspend=False))
-        assert created.spec.suspend is False  # ... but a namespace that has not opted in never waits for them
-        with pytest.raises(ApiException) as refused:
-            batch.create_namespaced_job(ns, o.batch_job(ns, "refused", "user-queue", {"cpu": "1"}, suspend=False))
-        assert f"job-defaults.{CONFIGURATION_NAME}" in refused.value.body
+            ctl.stop()  # the webhooks stay registered (failurePolicy: Fail) ...
+            created = batch.create_namespaced_job(other, o.batch_job(other, "while-down", "user-queue", {"cpu": "1"}, suspend=False))
+            assert created.spec.suspend is False  # ... but a namespace that has not opted in never waits for them
+            with pytest.raises(ApiException) as refused:
+                batch.create_namespaced_job(ns, o.batch_job(ns, "refused", "user-queue", {"cpu": "1"}, suspend=False))
+            assert f"job-defaults.{CONFIGURATION_NAME}" in refused.value.body
     finally:
-        ctl.stop()
-        integration_controller.start()
         # The session controller writes its own selector back (no opt-in) before other tests run.
         o.wait_for(lambda: _selectors(api) == [None, None], 30, what="the session controller's webhook configurations")
         core.delete_namespace(other)

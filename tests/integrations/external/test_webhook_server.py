@@ -25,7 +25,7 @@ from kubernetes import client
 from multikueue.api.constants import Labels, MultiKueue
 from multikueue.dev import objects as o
 from multikueue.dev import wiring
-from multikueue.dev.controllers import ControllerProcess
+from multikueue.dev.controllers import ControllerProcess, in_place_of
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.dev.scenarios import WIDGET, WIDGET_CRD, WIDGET_ENTRY, widget
 from multikueue.operator.webhook import CONFIGURATION_NAME
@@ -98,73 +98,65 @@ def test_listed_kinds_get_managed_by_and_a_default_queue_in_opted_in_namespaces(
     k.create(o.resource_flavor(f"default-{ns}"))
     k.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 8}}))
     k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
-    port = integration_controller.webhook_port
-    integration_controller.stop()  # this test's controller serves the webhooks in its place
-    ctl = ControllerProcess(
-        "ext-webhook", integration_clusters.kubeconfigs[0], "manager", tmp_path / "ext-webhook.log",
-        extra_args=("--config-map", config), webhooks=True, webhook_port=port,
-    )
     try:
-        ctl.start()
-        o.wait_for(lambda: WIDGET_HOOK in _mutating_hooks(api), 30, what="the Widget's webhook registered")
+        with in_place_of(integration_controller, "ext-webhook", tmp_path / "ext-webhook.log", config):
+            o.wait_for(lambda: WIDGET_HOOK in _mutating_hooks(api), 30, what="the Widget's webhook registered")
 
-        queued = _create(api, WIDGET, _unmanaged_widget(ns, "queued"))
-        assert queued["spec"]["control"] == {"managedBy": MultiKueue.MANAGED_BY, "color": "blue"}
-        assert queued["metadata"]["labels"][Labels.QUEUE_NAME] == "user-queue"
+            queued = _create(api, WIDGET, _unmanaged_widget(ns, "queued"))
+            assert queued["spec"]["control"] == {"managedBy": MultiKueue.MANAGED_BY, "color": "blue"}
+            assert queued["metadata"]["labels"][Labels.QUEUE_NAME] == "user-queue"
 
-        unqueued = _create(api, WIDGET, _unmanaged_widget(ns, "unqueued", queue=False))
-        assert unqueued["metadata"]["labels"][Labels.QUEUE_NAME] == "user-queue"  # the default queue
-        assert unqueued["spec"]["control"]["managedBy"] == MultiKueue.MANAGED_BY
+            unqueued = _create(api, WIDGET, _unmanaged_widget(ns, "unqueued", queue=False))
+            assert unqueued["metadata"]["labels"][Labels.QUEUE_NAME] == "user-queue"  # the default queue
+            assert unqueued["spec"]["control"]["managedBy"] == MultiKueue.MANAGED_BY
 
-        theirs = _create(api, WIDGET, _unmanaged_widget(ns, "theirs", queue=False, managed_by="example.com/other"))
-        assert theirs["spec"]["control"]["managedBy"] == "example.com/other"
-        assert Labels.QUEUE_NAME not in (theirs["metadata"].get("labels") or {})  # not ours: not queued either
+            theirs = _create(api, WIDGET, _unmanaged_widget(ns, "theirs", queue=False, managed_by="example.com/other"))
+            assert theirs["spec"]["control"]["managedBy"] == "example.com/other"
+            assert Labels.QUEUE_NAME not in (theirs["metadata"].get("labels") or {})  # not ours: not queued either
 
-        outside = _create(api, WIDGET, _unmanaged_widget(other, "outside", queue=False))
-        assert "managedBy" not in outside["spec"]["control"]
-        assert Labels.QUEUE_NAME not in (outside["metadata"].get("labels") or {})
+            outside = _create(api, WIDGET, _unmanaged_widget(other, "outside", queue=False))
+            assert "managedBy" not in outside["spec"]["control"]
+            assert Labels.QUEUE_NAME not in (outside["metadata"].get("labels") or {})
 
-        # The defaulted Widgets are MultiKueue's: the manager builds their Workloads in the default queue.
-        def queues() -> list[str]:
-            return sorted(wl["spec"].get("queueName") for wl in k.list("Workload", ns))
+            # The defaulted Widgets are MultiKueue's: the manager builds their Workloads in the default queue.
+            def queues() -> list[str]:
+                return sorted(wl["spec"].get("queueName") for wl in k.list("Workload", ns))
 
-        o.wait_for(lambda: queues() == ["user-queue", "user-queue"], 30, what="Workloads of the two defaulted Widgets")
+            o.wait_for(lambda: queues() == ["user-queue", "user-queue"], 30, what="Workloads of the two defaulted Widgets")
 
-        # A bad webhook field: reported on the ConfigMap with the entry's name; the Widget keeps working.
-        bad_gadget = {"name": "Gadget.v1.example.com", "webhook": {"defaultQueueName": "Not_A_Queue"}}
-        core.patch_namespaced_config_map(config, "kueue-system", {"data": {CONFIG_KEY: _document(ns, [entry, bad_gadget])}})
-        o.wait_for(
-            lambda: any(
-                "externalFrameworks[Gadget.v1.example.com].webhook.defaultQueueName: 'Not_A_Queue' is not a LocalQueue name"
-                in message
-                for message in _warnings(api, config)
-            ),
-            30,
-            what="the bad webhook field reported on the ConfigMap",
-        )
-        assert GADGET_HOOK not in _mutating_hooks(api) and WIDGET_HOOK in _mutating_hooks(api)
+            # A bad webhook field: reported on the ConfigMap with the entry's name; the Widget keeps working.
+            bad_gadget = {"name": "Gadget.v1.example.com", "webhook": {"defaultQueueName": "Not_A_Queue"}}
+            core.patch_namespaced_config_map(config, "kueue-system", {"data": {CONFIG_KEY: _document(ns, [entry, bad_gadget])}})
+            o.wait_for(
+                lambda: any(
+                    "externalFrameworks[Gadget.v1.example.com].webhook.defaultQueueName: 'Not_A_Queue' is not a LocalQueue name"
+                    in message
+                    for message in _warnings(api, config)
+                ),
+                30,
+                what="the bad webhook field reported on the ConfigMap",
+            )
+            assert GADGET_HOOK not in _mutating_hooks(api) and WIDGET_HOOK in _mutating_hooks(api)
 
-        # The reload adding a kind registers its webhook, without a restart.
-        gadget_entry = {"name": "Gadget.v1.example.com", "webhook": {}}
-        core.patch_namespaced_config_map(config, "kueue-system", {"data": {CONFIG_KEY: _document(ns, [entry, gadget_entry])}})
-        o.wait_for(lambda: GADGET_HOOK in _mutating_hooks(api), 30, what="the Gadget's webhook registered after the reload")
-        gadget = {
-            "apiVersion": "example.com/v1",
-            "kind": "Gadget",
-            "metadata": {"name": "g", "namespace": ns, "labels": {Labels.QUEUE_NAME: "user-queue"}},
-            "spec": {"size": 1},
-        }
-        assert _create(api, GADGET, gadget)["spec"] == {"size": 1, "managedBy": MultiKueue.MANAGED_BY}
-        # No default queue: an unqueued Gadget never reaches the webhook (queue-name objectSelector).
-        unqueued_gadget = {**gadget, "metadata": {"name": "g2", "namespace": ns}}
-        assert _create(api, GADGET, unqueued_gadget)["spec"] == {"size": 1}
+            # The reload adding a kind registers its webhook, without a restart.
+            gadget_entry = {"name": "Gadget.v1.example.com", "webhook": {}}
+            core.patch_namespaced_config_map(config, "kueue-system", {"data": {CONFIG_KEY: _document(ns, [entry, gadget_entry])}})
+            o.wait_for(lambda: GADGET_HOOK in _mutating_hooks(api), 30, what="the Gadget's webhook registered after the reload")
+            gadget = {
+                "apiVersion": "example.com/v1",
+                "kind": "Gadget",
+                "metadata": {"name": "g", "namespace": ns, "labels": {Labels.QUEUE_NAME: "user-queue"}},
+                "spec": {"size": 1},
+            }
+            assert _create(api, GADGET, gadget)["spec"] == {"size": 1, "managedBy": MultiKueue.MANAGED_BY}
+            # No default queue: an unqueued Gadget never reaches the webhook (queue-name objectSelector).
+            unqueued_gadget = {**gadget, "metadata": {"name": "g2", "namespace": ns}}
+            assert _create(api, GADGET, unqueued_gadget)["spec"] == {"size": 1}
 
-        # Removing the entry removes its webhook.
-        core.patch_namespaced_config_map(config, "kueue-system", {"data": {CONFIG_KEY: _document(ns, [entry])}})
-        o.wait_for(lambda: GADGET_HOOK not in _mutating_hooks(api), 30, what="the Gadget's webhook removed")
+            # Removing the entry removes its webhook.
+            core.patch_namespaced_config_map(config, "kueue-system", {"data": {CONFIG_KEY: _document(ns, [entry])}})
+            o.wait_for(lambda: GADGET_HOOK not in _mutating_hooks(api), 30, what="the Gadget's webhook removed")
     finally:
-        ctl.stop()
-        integration_controller.start()
         # The session controller writes its own webhooks back (no external ones) before other tests run.
         o.wait_for(
             lambda: not any(name.startswith("external.") for name in _mutating_hooks(api)),

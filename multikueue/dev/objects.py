@@ -6,6 +6,7 @@ create is what a user would ``kubectl apply``.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -293,3 +294,19 @@ def wait_for(fn: Callable[[], T], timeout: float = 30, interval: float = 0.2, wh
         if time.monotonic() > deadline:
             raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}")
         time.sleep(interval)
+
+
+def apply_json_patch(obj: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 "add" on object members (all our mutating webhooks emit), with JSON pointer unescaping.
+
+    What the API server does with a webhook's answer, for tests of the patches alone.
+    """
+    result = copy.deepcopy(obj)
+    for operation in operations:
+        assert operation["op"] == "add"
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in operation["path"].lstrip("/").split("/")]
+        node = result
+        for key in parents:
+            node = node[key]
+        node[last] = operation["value"]
+    return result

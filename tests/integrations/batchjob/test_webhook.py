@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from multikueue.api.constants import Labels, MultiKueue
 from multikueue.integrations.batchjob import job as batchjob
 from multikueue.integrations.batchjob.webhook import mutate_job, validate_job
+from multikueue.dev.objects import apply_json_patch
 
 pytestmark = pytest.mark.unit
 
@@ -30,19 +30,6 @@ def submitted_job(*, queue: str | None = "user-queue") -> dict[str, Any]:
             },
         },
     }
-
-
-def apply_json_patch(obj: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The "add" operations of RFC 6902 on object members (all the webhook emits)."""
-    result = copy.deepcopy(obj)
-    for operation in operations:
-        assert operation["op"] == "add"
-        *parents, last = operation["path"].lstrip("/").split("/")
-        node = result
-        for key in parents:
-            node = node[key]
-        node[last] = operation["value"]
-    return result
 
 
 # --- mutating ----------------------------------------------------------------------

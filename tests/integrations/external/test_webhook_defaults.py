@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 from typing import Any
 
@@ -21,6 +20,7 @@ from multikueue.integrations.external.webhook import (
     webhook_entry,
 )
 from multikueue.operator.webhook import ClientConfig, build_configurations, namespace_selector
+from multikueue.dev.objects import apply_json_patch
 
 pytestmark = pytest.mark.unit
 
@@ -49,19 +49,6 @@ def pipeline_run(*, queue: str | None = "pipelines", managed_by: str | None = No
     if managed_by is not None:
         spec["managedBy"] = managed_by
     return {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": meta, "spec": spec}
-
-
-def apply(obj: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
-    """RFC 6902 "add" on object members (all the webhook emits), with JSON pointer unescaping."""
-    result = copy.deepcopy(obj)
-    for operation in operations:
-        assert operation["op"] == "add"
-        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in operation["path"].lstrip("/").split("/")]
-        node = result
-        for key in parents:
-            node = node[key]
-        node[last] = operation["value"]
-    return result
 
 
 # --- the patch ---------------------------------------------------------------------------------
@@ -97,7 +84,7 @@ def test_the_default_queue_is_written_where_labels_are_missing_and_the_patch_is_
         {"op": "add", "path": "/metadata/labels", "value": {Labels.QUEUE_NAME: "pipelines"}},
         {"op": "add", "path": "/spec/managedBy", "value": MultiKueue.MANAGED_BY},
     ]
-    patched = apply(obj, operations)
+    patched = apply_json_patch(obj, operations)
     assert patched["metadata"]["labels"] == {Labels.QUEUE_NAME: "pipelines"}
     assert defaulting_patch(fw, patched) == []
 
@@ -107,7 +94,7 @@ def test_the_default_queue_goes_into_existing_labels_with_the_key_escaped() -> N
     obj = pipeline_run(queue=None, managed_by=MultiKueue.MANAGED_BY)
     operations = defaulting_patch(fw, obj)
     assert operations == [{"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": "pipelines"}]
-    assert apply(obj, operations)["metadata"]["labels"] == {"app": "build", Labels.QUEUE_NAME: "pipelines"}
+    assert apply_json_patch(obj, operations)["metadata"]["labels"] == {"app": "build", Labels.QUEUE_NAME: "pipelines"}
 
 
 def test_a_users_queue_is_kept() -> None:
@@ -129,7 +116,7 @@ def test_paths_of_the_entry_are_used_and_missing_parents_are_added_whole() -> No
         {"op": "add", "path": "/metadata/annotations", "value": {"example.com/queue": "q"}},
         {"op": "add", "path": "/spec/control", "value": {"managedBy": MultiKueue.MANAGED_BY}},
     ]
-    assert defaulting_patch(fw, apply(obj, operations)) == []
+    assert defaulting_patch(fw, apply_json_patch(obj, operations)) == []
 
 
 def test_a_parent_that_is_not_a_map_is_reported() -> None:

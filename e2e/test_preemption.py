@@ -27,6 +27,16 @@ def prioritized(ns: str, name: str, priority_class: str, run_for: str) -> dict[s
     return body
 
 
+def states(kueue: o.Kueue, ns: str) -> str:
+    """Each Workload's priority, placement and conditions: what a failed wait needs to be understood."""
+    lines = []
+    for w in kueue.list("Workload", ns):
+        conditions = {c["type"]: f"{c['status']}/{c.get('reason')}" for c in (w.get("status") or {}).get("conditions") or []}
+        lines.append(f"{w['metadata']['name']}: priority={w['spec'].get('priority')} "
+                     f"cluster={(w.get('status') or {}).get('clusterName')} conditions={conditions}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def test_preempting_a_dispatched_workload_removes_its_remote_job_and_it_runs_again_later(
     e2e_clusters: Clusters, e2e_controllers: list[ControllerProcess], namespace: str
 ) -> None:
@@ -44,15 +54,20 @@ def test_preempting_a_dispatched_workload_removes_its_remote_job_and_it_runs_aga
     def placed(name: str) -> str | None:
         return ((manager.get_or_none("Workload", workload_of(name), ns) or {}).get("status") or {}).get("clusterName")
 
-    batch.create_namespaced_job(ns, prioritized(ns, "low", f"low-{ns}", run_for="15s"))
+    # Long enough that the high-priority Job is certainly decided while the low one still runs: with 15 s, a slow
+    # kind pass (CI) saw the low Job finish before the preemption (stop 21).
+    batch.create_namespaced_job(ns, prioritized(ns, "low", f"low-{ns}", run_for="45s"))
     first = o.wait_for(lambda: placed("low"), 60, what="the low-priority Job dispatched")
     remote = client.BatchV1Api(e2e_clusters.worker(int(first[-1])))
     o.wait_for(lambda: remote.list_namespaced_job(ns).items, 60, what=f"the low-priority Job created on {first}")
 
     batch.create_namespaced_job(ns, prioritized(ns, "high", f"high-{ns}", run_for="2s"))
     low_name = workload_of("low")
-    victim = o.wait_for(lambda: (w := manager.get("Workload", low_name, ns)) and o.is_true(w, "Preempted") and w, 60,
-                        what="the low-priority Workload preempted")  # fmt: skip
+    try:
+        victim = o.wait_for(lambda: (w := manager.get("Workload", low_name, ns)) and o.is_true(w, "Preempted") and w, 60,
+                            what="the low-priority Workload preempted")  # fmt: skip
+    except o.WaitTimeout as exc:
+        raise AssertionError(f"{exc}\n{states(manager, ns)}") from exc
     assert o.condition(victim, "Preempted")["reason"] == "InClusterQueue"
     assert o.condition(victim, "Evicted")["reason"] == "Preempted"
     # Its remote job and Workload copy are removed from the worker it ran on.

@@ -272,6 +272,47 @@ def test_best_effort_fifo_lets_a_smaller_workload_pass() -> None:
     assert set(pending(result)) == {"large-head"}
 
 
+def test_identical_workloads_that_do_not_fit_are_assigned_once_per_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hundreds of pending copies of one shape cost one flavor assignment per cycle, and each is told why."""
+    from multikueue.core import scheduler
+
+    calls: list[str] = []
+    real = scheduler.assign_flavors
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append("assign")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scheduler, "assign_flavors", counting)
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "8", age=1000))
+    schedule(cache, NOW)
+    for i in range(200):
+        cache.upsert_workload(workload(f"big-{i:03d}", "4", age=500 - i))
+    cache.upsert_workload(workload("small", "1", age=1))
+    calls.clear()
+    result = schedule(cache, NOW)
+    assert names(result) == ["small"]  # best effort: the smaller one behind them still gets in
+    assert len(pending(result)) == 200
+    assert len({message for _, message in pending(result).values()}) == 1
+    assert len(calls) == 2  # one for the 200 copies, one for the small Workload
+
+
+def test_a_misfit_is_assigned_again_after_a_preemption_released_quota() -> None:
+    """A preemption counts its victims' usage as released in the cycle: what did not fit before it is re-checked."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 8, "memory": "8Gi"}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("low", "8", priority=0, age=1000))
+    [decision] = schedule(cache, NOW).admitted
+    confirm(cache, decision)
+    cache.upsert_workload(workload("high-1", "8", priority=10, age=50))
+    cache.upsert_workload(workload("high-2", "8", priority=10, age=40))
+    result = schedule(cache, NOW)
+    assert [d.victim[1] for d in result.preempted] == ["low"]
+    assert result.admitted == []
+    # high-2 is checked against the tree with high-1 holding the released quota: it still waits.
+    assert set(pending(result)) == {"high-1", "high-2"}
+
+
 def test_strict_fifo_head_removed_unblocks_the_queue() -> None:
     cache = seed_cache(queueingStrategy="StrictFIFO")
     cache.upsert_workload(workload("running", "5", age=100))

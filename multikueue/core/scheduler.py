@@ -538,6 +538,11 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
 MISFIT_SHAPES = 8
 
 
+def _may_be_partial(workload: PendingWorkload) -> bool:
+    """Whether a pod set has a ``minCount``: its reduced counts depend on more than its pod sets."""
+    return any(p.min_count is not None for p in workload.pod_sets)
+
+
 def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload) -> FlavorAssignment | None:
     """The assignment that did not fit for the same pod sets earlier in this cycle, if it decides this one too.
 
@@ -553,7 +558,7 @@ def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWork
     set may be partially admitted (its reduced counts depend on its priority
     and age), nor while the queue may still plan a preemption this cycle.
     """
-    if any(p.min_count is not None for p in workload.pod_sets):
+    if _may_be_partial(workload):
         return None
     for pod_sets, assignment in cycle.misfits.get(state.name, ()):
         if pod_sets == workload.pod_sets:
@@ -564,7 +569,7 @@ def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWork
 
 
 def _remember_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload, assignment: FlavorAssignment) -> None:
-    if any(p.min_count is not None for p in workload.pod_sets):
+    if _may_be_partial(workload):
         return
     shapes = cycle.misfits.setdefault(state.name, [])
     if len(shapes) >= MISFIT_SHAPES:
@@ -692,6 +697,13 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     cache, result = cycle.cache, cycle.result
     entries: list[_Entry] = []
     still_open: list[_Cursor] = []
+
+    def wait(cursor: _Cursor, workload: PendingWorkload, message: str) -> None:
+        """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle."""
+        _report(result, workload, WorkloadReason.PENDING, message)
+        if cursor.state.strict_fifo:
+            still_open.remove(cursor)
+
     for cursor in cursors:
         workload = cursor.next()
         if workload is None:
@@ -699,20 +711,14 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         still_open.append(cursor)
         labels = cache.namespace_labels(workload.key[0])
         if not selector_matches(cursor.state.spec.namespace_selector, labels):
-            _report(result, workload, WorkloadReason.PENDING, messages.NAMESPACE_MISMATCH)
-            if cursor.state.strict_fifo:
-                still_open.remove(cursor)
+            wait(cursor, workload, messages.NAMESPACE_MISMATCH)
             continue
         if workload.invalid is not None:
-            _report(result, workload, WorkloadReason.PENDING, workload.invalid)
-            if cursor.state.strict_fifo:
-                still_open.remove(cursor)
+            wait(cursor, workload, workload.invalid)
             continue
         misfit = _known_misfit(cycle, cursor.state, workload)
         if misfit is not None:
-            _report(result, workload, WorkloadReason.PENDING, misfit.message)
-            if cursor.state.strict_fifo:
-                still_open.remove(cursor)
+            wait(cursor, workload, misfit.message)
             continue
         entry = _Entry(cursor, workload, _assign(cycle, cursor.state, workload))
         if entry.assignment.fits:
@@ -750,7 +756,5 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
                 touched_trees.add(tree)  # it holds its usage there now: later entries are re-assigned
         if not preempts:
             _remember_misfit(cycle, state, entry.workload, assignment)
-        _report(result, entry.workload, WorkloadReason.PENDING, message)
-        if state.strict_fifo:
-            still_open.remove(entry.cursor)
+        wait(entry.cursor, entry.workload, message)
     return still_open

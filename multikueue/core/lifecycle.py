@@ -28,6 +28,8 @@ newer state.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -134,6 +136,24 @@ def may_report_pending(wl: Workload | None, *, assumed: bool) -> bool:
     return wl is not None and not assumed and not holds_quota(wl) and not wl.is_finished
 
 
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def only_numbers_differ(wl: Workload, reason: str, message: str) -> bool:
+    """Whether ``wl`` already says it waits for ``reason`` with ``message`` but for its figures.
+
+    "insufficient unused quota for cpu in flavor rf, 3 more needed" and the
+    same with "2 more needed" tell the user the same thing; the figure follows
+    every change of the quota tree's usage, and rewriting it at each one was
+    most of the manager's Workload writes in upstream's scalability test.
+    """
+    status = wl.status
+    current = find_condition(status.conditions if status else None, QUOTA_RESERVED)
+    if current is None or current.status != ConditionStatus.FALSE or current.reason != reason:
+        return False
+    return current.message != message and _NUMBERS.sub("#", current.message or "") == _NUMBERS.sub("#", message)
+
+
 def pending_status(wl: Workload, reason: str, message: str, now: datetime) -> dict[str, Any]:
     """The status patch that says why a Workload still waits."""
     conditions = _conditions(wl)
@@ -188,6 +208,22 @@ def preempted(wl: Workload, reason: str, message: str, now: datetime) -> Workloa
         status=_evict(wl, WorkloadReason.EVICTED_BY_PREEMPTION, message, now, requeue=True, preemption_reason=reason),
         events=[EventRecord("Normal", WorkloadReason.EVICTED_BY_PREEMPTION, message)],
     )
+
+
+def needs_in_use_finalizer(wl: Workload, checks: Sequence[str] | None = None) -> bool:
+    """Whether ``wl``, holding quota, should carry the ``resource-in-use`` finalizer.
+
+    As upstream: a job's Workload (one with an owner) carries it, from
+    creation, so it outlives its job until the quota is released; a Workload
+    created directly gets none from the core (upstream's perf runner creates
+    such Workloads, and adding and removing the finalizer was two of their
+    five writes here), unless its admission has checks (``checks``, else its
+    ``status.admissionChecks``): their controllers act on it, and MultiKueue's
+    remote copies must be gone before it may go.
+    """
+    if wl.metadata.owner_references:
+        return True
+    return bool(checks if checks is not None else _checks(wl))
 
 
 def placed_on_workers(wl: Workload) -> bool:
@@ -254,9 +290,9 @@ def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
         return WorkloadUpdate(
             transition="admitted",
             status={"conditions": _dump(new)},
-            add_finalizer=not has_finalizer,
+            add_finalizer=not has_finalizer and needs_in_use_finalizer(wl),
             events=[EventRecord("Normal", WorkloadReason.ADMITTED, f"Admitted by ClusterQueue {cq}")],
         )
-    if not has_finalizer:
+    if not has_finalizer and needs_in_use_finalizer(wl):
         return WorkloadUpdate(transition="protect", add_finalizer=True)
     return None

@@ -286,6 +286,8 @@ class _Cycle:
     #: (the cycle only adds assumptions, which are never victims).
     holders: dict[str, list[QuotaHolder]] = field(default_factory=dict)
     own: dict[str, _OwnHolders] = field(default_factory=dict)
+    #: Per quota tree, what preemption weighs of each holder that is not assumed, by key (see :meth:`victims_of`).
+    admitted: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
     #: Per ClusterQueue, the pod sets whose assignment did not fit earlier in this cycle (see :func:`_known_misfit`).
     misfits: dict[str, list[tuple[tuple[PodSetRequest, ...], FlavorAssignment]]] = field(default_factory=dict)
 
@@ -294,6 +296,21 @@ class _Cycle:
         if tree not in self.holders:
             self.holders[tree] = self.cache.quota_holders(cq_name)
         return self.holders[tree]
+
+    def victims_of(self, cq_name: str) -> dict[WorkloadKey, AdmittedWorkload]:
+        """The possible victims in the ClusterQueue's quota tree (holders not assumed), in holder order.
+
+        Built once per tree and cycle: every preemption planned in the tree
+        weighs the same Workloads (those claimed by an earlier preemptor are
+        left out by :func:`_plan`), and building each one reads its conditions.
+        """
+        tree = self.cache.cohort_root(cq_name)
+        found = self.admitted.get(tree)
+        if found is None:
+            found = self.admitted[tree] = {
+                h.key: _candidate(h, self.now) for h in self.holders_of(cq_name) if not h.assumed
+            }
+        return found
 
     def own_holders(self, cq_name: str) -> _OwnHolders:
         own = self.own.get(cq_name)
@@ -481,17 +498,18 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
     policy = state.spec.preemption.within_cluster_queue
     if policy != WithinClusterQueuePolicy.NEVER:
         own = cycle.own_holders(state.name)
+        weighed = cycle.victims_of(state.name)
         preemptor = _preemptor(entry.workload, state, entry.assignment)
         for priority, summed in own.by_priority.items():
             if priority < preemptor.priority:
                 free(summed)
             elif priority == preemptor.priority and policy == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
                 for holder in own.members[priority]:
-                    if satisfies_policy(policy, preemptor, _candidate(holder, cycle.now)):
+                    if satisfies_policy(policy, preemptor, weighed[holder.key]):
                         free(holder.usage)
         for decision in cycle.result.preempted:  # victims the overlay already took out of the usage
             victim = own.by_key.get(decision.victim)
-            if victim is not None and satisfies_policy(policy, preemptor, _candidate(victim, cycle.now)):
+            if victim is not None and satisfies_policy(policy, preemptor, weighed[victim.key]):
                 free(victim.usage, -1)
     return any(
         node.usage.get(fr, ZERO) - freed.get(fr, ZERO) + amount > node.subtree_quota.get(fr, ZERO)
@@ -503,8 +521,7 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
 def _plan(cycle: _Cycle, state: ClusterQueueState, pending: PendingWorkload, assignment: FlavorAssignment) -> PreemptionPlan:
     """The preemption ``assignment`` would need: victims among the quota holders no preemptor of this cycle claimed."""
     claimed = {d.victim for d in cycle.result.preempted}
-    holders = cycle.holders_of(state.name)
-    candidates = [_candidate(h, cycle.now) for h in holders if not h.assumed and h.key not in claimed]
+    candidates = [c for key, c in cycle.victims_of(state.name).items() if key not in claimed]
     preemptor = _preemptor(pending, state, assignment)
     ctx = PreemptionContext(state.node, state.spec.preemption, candidates, cycle.now)
     if cycle.fair_sharing is not None:

@@ -264,6 +264,27 @@ def exit_without_waiting_for_requests(code: int) -> None:
     os._exit(code)
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's "last handled state" storage, for a controller without change-detecting handlers.
+
+    kopf computes an object's essence (a deep copy of all but its metadata and
+    status) on every event, to diff it against the stored one for ``on.create``
+    / ``on.update`` handlers and daemons. We register neither, so the copy is
+    never read; in upstream's scalability test it was about 5 % of the
+    manager's CPU (a Workload's spec copied at each of its events). Nothing is
+    stored either, so kopf never writes its annotation.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return kopf.BodyEssence()  # the same (empty) essence: no diff
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 class LeadershipFailed(Exception):
     """The leadership loop ended before shutdown: the process stops with a non-zero status, to be restarted."""
 
@@ -343,6 +364,7 @@ async def run_controller(options: ControllerOptions) -> None:
             # Every replica runs kopf standalone and kopf writes nothing: no Events (posting), no
             # daemons, timers or change handlers (so no finalizers or progress annotations).
             settings.posting.enabled = False
+            settings.persistence.diffbase_storage = NoDiffBase()
             settings.batching.batch_window = 0.01
             settings.watching.server_timeout = 300
             if admission is not None:

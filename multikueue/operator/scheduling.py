@@ -41,12 +41,20 @@ from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
 
-#: Coalesce bursts of events into one scheduling cycle.
+#: Coalesce bursts of events into one scheduling cycle: wait at least this long after a wake-up ...
 CYCLE_COALESCE_SECONDS = 0.005
+#: ... or as long as the last cycle took, up to this: when cycles are slow (thousands pending), the events
+#: they wait for are taken in larger batches and the event loop keeps about half its time for them.
+CYCLE_COALESCE_MAX_SECONDS = 0.1
 #: Bound on concurrent admission writes.
 WRITE_CONCURRENCY = 32
 #: Bound on concurrent "why it waits" writes: informative, so they yield to admissions.
 PENDING_WRITE_CONCURRENCY = 4
+#: A "why it waits" message whose only change is a figure ("3 more needed" -> "2 more needed") is written
+#: at most this often per Workload (lifecycle.only_numbers_differ); any other change is written at once.
+PENDING_REFRESH_SECONDS = 10.0
+#: When this many Workloads' last "why it waits" write times are kept, those older than the above are dropped.
+REFRESHED_KEPT = 4096
 #: After a "why it waits" write refused as stale, look at the Workload again this much later.
 RECHECK_SECONDS = 0.5
 #: How often queue status is compared and written at most.
@@ -117,6 +125,33 @@ class PendingReports:
         self._queued.clear()
 
 
+class FigureRefresh:
+    """How long a figure-only change of a Workload's "why it waits" message waits (see PENDING_REFRESH_SECONDS).
+
+    Keeps the time of each Workload's last such write; when more than
+    :data:`REFRESHED_KEPT` are kept, those older than the period are dropped
+    (they no longer hold anything back).
+    """
+
+    def __init__(self, period: float = PENDING_REFRESH_SECONDS, kept: int = REFRESHED_KEPT) -> None:
+        self.period = period
+        self.kept = kept
+        self._written: dict[WorkloadKey, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._written)
+
+    def wait(self, key: WorkloadKey, now: float) -> float:
+        """Seconds until the Workload's figures may be written (0 or less: now)."""
+        last = self._written.get(key)
+        return 0.0 if last is None else self.period - (now - last)
+
+    def written(self, key: WorkloadKey, now: float) -> None:
+        self._written[key] = now
+        if len(self._written) > self.kept:
+            self._written = {k: t for k, t in self._written.items() if now - t < self.period}
+
+
 class SchedulingLoop:
     def __init__(
         self,
@@ -138,6 +173,9 @@ class SchedulingLoop:
         self._evicting: dict[tuple[str, str], str | None] = {}
         #: "Why it waits" reports not yet written.
         self.pending_reports = PendingReports()
+        #: When each Workload's "why it waits" figures may be written again, and those to look at then.
+        self._figures = FigureRefresh()
+        self._refresh_due: set[WorkloadKey] = set()
 
     def notify(self) -> None:
         """Something the scheduler reads changed: run a cycle soon."""
@@ -197,6 +235,10 @@ class SchedulingLoop:
         self.cache.recheck(key)
         self.notify()
 
+    def _refresh(self, key: tuple[str, str]) -> None:
+        self._refresh_due.discard(key)
+        self._recheck(key)
+
     def _forget_seen_evictions(self) -> None:
         """Drop the written evictions the cache has caught up with (the Workload changed since)."""
         for key, rv in list(self._evicting.items()):
@@ -217,7 +259,17 @@ class SchedulingLoop:
         wl = self.cache.workload(update.key)
         if wl is None or not lifecycle.may_report_pending(wl, assumed=self.cache.is_assumed(update.key)):
             return
+        now = time.monotonic()
+        if lifecycle.only_numbers_differ(wl, update.reason, update.message):
+            wait = self._figures.wait(update.key, now)
+            if wait > 0:
+                # Looked at again once the figures may be written (a quiet queue has no later cycle of its own).
+                if update.key not in self._refresh_due:
+                    self._refresh_due.add(update.key)
+                    asyncio.get_running_loop().call_later(wait, self._refresh, update.key)
+                return
         status = lifecycle.pending_status(wl, update.reason, update.message, utcnow())
+        self._figures.written(update.key, now)
         try:
             if not await self.writer.pending(wl, status):
                 # Changed meanwhile (e.g. a second write of the same transition): a change the
@@ -252,6 +304,7 @@ class SchedulingLoop:
 
         last_status = 0.0
         next_cycle_at: datetime | None = None
+        coalesce = CYCLE_COALESCE_SECONDS
         for _ in range(PENDING_WRITE_CONCURRENCY):
             spawn(self._pending_writer(), background)
         self.notify()
@@ -267,10 +320,13 @@ class SchedulingLoop:
                 wake.cancel()
                 if stopped:
                     break
-                await asyncio.sleep(CYCLE_COALESCE_SECONDS)
+                await asyncio.sleep(coalesce)
                 self._wake.clear()
+                started = time.monotonic()
                 with metrics.SCHEDULING_CYCLE.time():
                     result = schedule(self.cache, utcnow(), self.fair_sharing)
+                took = time.monotonic() - started
+                coalesce = min(CYCLE_COALESCE_MAX_SECONDS, max(CYCLE_COALESCE_SECONDS, took))
                 next_cycle_at = result.next_cycle_at
                 self.cycles += 1
                 for decision in result.admitted:

@@ -10,7 +10,16 @@ import pytest
 from multikueue.api import Workload
 from multikueue.api.constants import Finalizers
 from multikueue.api.workload import Admission
-from multikueue.core.lifecycle import finished_status, holds_quota, may_report_pending, next_update, pending_status, reservation_status
+from multikueue.core.lifecycle import (
+    finished_status,
+    holds_quota,
+    may_report_pending,
+    needs_in_use_finalizer,
+    next_update,
+    only_numbers_differ,
+    pending_status,
+    reservation_status,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -147,6 +156,15 @@ def test_a_finished_workload_placed_on_a_worker_releases_its_finalizer() -> None
     assert update is not None and update.remove_finalizer
 
 
+def test_a_workload_created_directly_and_admitted_without_checks_gets_no_finalizer() -> None:
+    assert next_update(workload(admitted=True, finalizer=False), NOW) is None  # as upstream: nothing to protect
+    owned = workload(admitted=True, finalizer=False).to_k8s()
+    owned["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]
+    update = next_update(Workload.from_k8s(owned), NOW)
+    assert update is not None and update.transition == "protect" and update.add_finalizer
+    assert needs_in_use_finalizer(workload(finalizer=False), ["mk"]) and not needs_in_use_finalizer(workload(finalizer=False), [])
+
+
 def test_reserved_without_finalizer_gets_it_back() -> None:
     update = next_update(workload([("mk", "Pending")], finalizer=False), NOW)
     assert update is not None and update.add_finalizer and update.status is None
@@ -163,6 +181,17 @@ def test_a_late_why_it_waits_write_never_erases_a_reservation() -> None:
     assert not may_report_pending(workload(reserved=False), assumed=True)
     assert not may_report_pending(workload(reserved=True), assumed=False)
     assert not may_report_pending(None, assumed=False)
+
+
+def test_a_why_it_waits_message_that_changed_only_in_its_figures_is_told_apart() -> None:
+    said = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor rf, 3 more needed"
+    wl = Workload.from_k8s({**workload(reserved=False).to_k8s(), "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": said, "lastTransitionTime": T0}]}})
+    assert only_numbers_differ(wl, "Pending", said.replace("3 more", "12 more"))
+    assert not only_numbers_differ(wl, "Pending", said)  # the same: nothing to write at all
+    assert not only_numbers_differ(wl, "Inadmissible", said.replace("3 more", "2 more"))  # another reason
+    assert not only_numbers_differ(wl, "Pending", said + ". Pending the preemption of 2 workload(s)")
+    assert not only_numbers_differ(workload(reserved=False), "Pending", said)  # nothing said yet
 
 
 def test_finishing_replaces_an_earlier_finished_condition() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from multikueue.core.scheduler import PendingUpdate
-from multikueue.operator.scheduling import PendingReports
+from multikueue.operator.scheduling import FigureRefresh, PendingReports
 
 
 def report(name: str, message: str) -> PendingUpdate:
@@ -55,3 +55,20 @@ def test_take_waits_for_a_report() -> None:
         return await asyncio.wait_for(waiter, 1)
 
     assert asyncio.run(scenario()).message == "m"
+
+
+def test_figures_wait_for_the_period_after_the_last_write_of_the_workload() -> None:
+    figures = FigureRefresh(period=10.0, kept=100)
+    assert figures.wait(("ns", "a"), 100.0) <= 0  # never written: at once
+    figures.written(("ns", "a"), 100.0)
+    assert figures.wait(("ns", "a"), 103.0) == 7.0
+    assert figures.wait(("ns", "b"), 103.0) <= 0  # per Workload
+    assert figures.wait(("ns", "a"), 110.0) <= 0
+
+
+def test_figures_forget_old_writes_once_too_many_are_kept() -> None:
+    figures = FigureRefresh(period=10.0, kept=3)
+    for i in range(3):
+        figures.written(("ns", f"old{i}"), 0.0)
+    figures.written(("ns", "new"), 50.0)  # the fourth: those past the period go
+    assert len(figures) == 1 and figures.wait(("ns", "new"), 55.0) == 5.0

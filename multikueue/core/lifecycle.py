@@ -29,7 +29,6 @@ newer state.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -210,22 +209,6 @@ def preempted(wl: Workload, reason: str, message: str, now: datetime) -> Workloa
     )
 
 
-def needs_in_use_finalizer(wl: Workload, checks: Sequence[str] | None = None) -> bool:
-    """Whether ``wl``, holding quota, should carry the ``resource-in-use`` finalizer.
-
-    As upstream: a job's Workload (one with an owner) carries it, from
-    creation, so it outlives its job until the quota is released; a Workload
-    created directly gets none from the core (upstream's perf runner creates
-    such Workloads, and adding and removing the finalizer was two of their
-    five writes here), unless its admission has checks (``checks``, else its
-    ``status.admissionChecks``): their controllers act on it, and MultiKueue's
-    remote copies must be gone before it may go.
-    """
-    if wl.metadata.owner_references:
-        return True
-    return bool(checks if checks is not None else _checks(wl))
-
-
 def placed_on_workers(wl: Workload) -> bool:
     """Whether the MultiKueue check put copies of ``wl`` on workers (a winner, or nominated ones)."""
     status = wl.status
@@ -290,9 +273,9 @@ def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
         return WorkloadUpdate(
             transition="admitted",
             status={"conditions": _dump(new)},
-            add_finalizer=not has_finalizer and needs_in_use_finalizer(wl),
+            add_finalizer=not has_finalizer,
             events=[EventRecord("Normal", WorkloadReason.ADMITTED, f"Admitted by ClusterQueue {cq}")],
         )
-    if not has_finalizer and needs_in_use_finalizer(wl):
+    if not has_finalizer:
         return WorkloadUpdate(transition="protect", add_finalizer=True)
     return None

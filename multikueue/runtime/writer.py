@@ -27,7 +27,7 @@ from kubernetes.client.rest import ApiException
 from multikueue.api.constants import Finalizers
 from multikueue.api.resources import WORKLOADS
 from multikueue.api.workload import Workload
-from multikueue.core.lifecycle import WorkloadUpdate, finished_status, needs_in_use_finalizer
+from multikueue.core.lifecycle import WorkloadUpdate, finished_status
 from multikueue.runtime import metrics
 from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
@@ -94,9 +94,8 @@ class WorkloadWriter:
     async def reserve(self, wl: Workload, status: dict[str, Any], *, cluster_queue: str, checks: Sequence[str]) -> bool:
         """Write a quota reservation; False (nothing counted) if the Workload changed meanwhile.
 
-        The resource-in-use finalizer, when missing and needed (Jobs' Workloads
-        have it from creation; one created directly needs it only when its
-        admission has checks, :func:`~multikueue.core.lifecycle.needs_in_use_finalizer`), is added *before*
+        The resource-in-use finalizer, when missing (Jobs' Workloads have it
+        from creation; Workloads created directly may not), is added *before*
         the status write, on the same resourceVersion chain: once the
         reservation (and, without checks, ``Admitted``) is visible, this
         controller writes nothing more to the Workload until it finishes or
@@ -107,7 +106,7 @@ class WorkloadWriter:
         """
         rv = wl.metadata.resource_version
         try:
-            if Finalizers.RESOURCE_IN_USE not in (wl.metadata.finalizers or []) and needs_in_use_finalizer(wl, checks):
+            if Finalizers.RESOURCE_IN_USE not in (wl.metadata.finalizers or []):
                 rv = await self._finalizers(wl, rv, add=True)
             # Stored at once: the next cycle plans on what was written, not on the older copy.
             self._written(await self._status(wl, rv, status, "reserve"))

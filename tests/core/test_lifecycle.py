@@ -14,7 +14,6 @@ from multikueue.core.lifecycle import (
     finished_status,
     holds_quota,
     may_report_pending,
-    needs_in_use_finalizer,
     next_update,
     only_numbers_differ,
     pending_status,
@@ -154,15 +153,6 @@ def test_a_finished_workload_placed_on_a_worker_releases_its_finalizer() -> None
     wl.metadata.deletion_timestamp = NOW
     update = next_update(wl, NOW)
     assert update is not None and update.remove_finalizer
-
-
-def test_a_workload_created_directly_and_admitted_without_checks_gets_no_finalizer() -> None:
-    assert next_update(workload(admitted=True, finalizer=False), NOW) is None  # as upstream: nothing to protect
-    owned = workload(admitted=True, finalizer=False).to_k8s()
-    owned["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]
-    update = next_update(Workload.from_k8s(owned), NOW)
-    assert update is not None and update.transition == "protect" and update.add_finalizer
-    assert needs_in_use_finalizer(workload(finalizer=False), ["mk"]) and not needs_in_use_finalizer(workload(finalizer=False), [])
 
 
 def test_reserved_without_finalizer_gets_it_back() -> None:

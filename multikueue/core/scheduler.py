@@ -289,7 +289,9 @@ class _Cycle:
     #: Per quota tree, what preemption weighs of each holder that is not assumed, by key (see :meth:`victims_of`).
     admitted: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
     #: Per ClusterQueue, the pod sets whose assignment did not fit earlier in this cycle (see :func:`_known_misfit`).
-    misfits: dict[str, list[tuple[tuple[PodSetRequest, ...], FlavorAssignment]]] = field(default_factory=dict)
+    misfits: dict[str, dict[str, FlavorAssignment]] = field(default_factory=dict)
+    #: (ClusterQueue, namespace) -> whether the queue's ``namespaceSelector`` admits the namespace.
+    namespaces: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
         tree = self.cache.cohort_root(cq_name)
@@ -555,11 +557,6 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
 MISFIT_SHAPES = 8
 
 
-def _may_be_partial(workload: PendingWorkload) -> bool:
-    """Whether a pod set has a ``minCount``: its reduced counts depend on more than its pod sets."""
-    return any(p.min_count is not None for p in workload.pod_sets)
-
-
 def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload) -> FlavorAssignment | None:
     """The assignment that did not fit for the same pod sets earlier in this cycle, if it decides this one too.
 
@@ -575,23 +572,21 @@ def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWork
     set may be partially admitted (its reduced counts depend on its priority
     and age), nor while the queue may still plan a preemption this cycle.
     """
-    if _may_be_partial(workload):
+    if workload.may_be_partial:  # its reduced counts depend on more than its pod sets
         return None
-    for pod_sets, assignment in cycle.misfits.get(state.name, ()):
-        if pod_sets == workload.pod_sets:
-            if assignment.preemptible and state.name not in cycle.result.planned_preemption:
-                return None
-            return assignment
-    return None
+    assignment = cycle.misfits.get(state.name, {}).get(workload.shape)
+    if assignment is not None and assignment.preemptible and state.name not in cycle.result.planned_preemption:
+        return None
+    return assignment
 
 
 def _remember_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload, assignment: FlavorAssignment) -> None:
-    if _may_be_partial(workload):
+    if workload.may_be_partial:
         return
-    shapes = cycle.misfits.setdefault(state.name, [])
-    if len(shapes) >= MISFIT_SHAPES:
-        shapes.pop(0)
-    shapes.append((workload.pod_sets, assignment))
+    shapes = cycle.misfits.setdefault(state.name, {})
+    if len(shapes) >= MISFIT_SHAPES and workload.shape not in shapes:
+        del shapes[next(iter(shapes))]  # the oldest
+    shapes[workload.shape] = assignment
 
 
 def _order_key(entry: _Entry) -> tuple[bool, tuple[int, datetime, str, str]]:
@@ -709,6 +704,15 @@ def _fairer(a: _Entry, b: _Entry, cohort: QuotaNode, shares: _Shares) -> bool:
     return a.workload.order < b.workload.order
 
 
+def _namespace_admitted(cycle: _Cycle, state: ClusterQueueState, namespace: str) -> bool:
+    """Whether the ClusterQueue's ``namespaceSelector`` admits the namespace (once per pair and cycle)."""
+    known = cycle.namespaces.get((state.name, namespace))
+    if known is None:
+        known = selector_matches(state.spec.namespace_selector, cycle.cache.namespace_labels(namespace))
+        cycle.namespaces[(state.name, namespace)] = known
+    return known
+
+
 def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     """Take the next candidate of every queue, admit those that fit; return the queues that go on."""
     cache, result = cycle.cache, cycle.result
@@ -726,8 +730,7 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         if workload is None:
             continue
         still_open.append(cursor)
-        labels = cache.namespace_labels(workload.key[0])
-        if not selector_matches(cursor.state.spec.namespace_selector, labels):
+        if not _namespace_admitted(cycle, cursor.state, workload.key[0]):
             wait(cursor, workload, messages.NAMESPACE_MISMATCH)
             continue
         if workload.invalid is not None:

@@ -52,7 +52,7 @@ WRITE_CONCURRENCY = 32
 PENDING_WRITE_CONCURRENCY = 4
 #: A "why it waits" message whose only change is a figure ("3 more needed" -> "2 more needed") is written
 #: at most this often per Workload (lifecycle.only_numbers_differ); any other change is written at once.
-PENDING_REFRESH_SECONDS = 30.0
+PENDING_REFRESH_SECONDS = 300.0
 #: When this many Workloads' last "why it waits" write times are kept, those older than the above are dropped.
 REFRESHED_KEPT = 4096
 #: After a "why it waits" write refused as stale, look at the Workload again this much later.

@@ -188,6 +188,8 @@ class _Cursor:
     state: ClusterQueueState
     candidates: list[PendingWorkload]
     position: int = 0
+    #: ``queueingStrategy: StrictFIFO`` (read once: it is asked for every candidate left pending).
+    strict_fifo: bool = False
 
     def next(self) -> PendingWorkload | None:
         if self.position >= len(self.candidates):
@@ -364,7 +366,7 @@ def schedule(cache: Cache, now: datetime, fair_sharing: FairSharing | None = Non
         ]
         if candidates:
             candidates.sort(key=lambda w: w.order)
-            cursors.append(_Cursor(state, candidates))
+            cursors.append(_Cursor(state, candidates, strict_fifo=state.strict_fifo))
 
     cycle = _Cycle(cache, result, now, fair_sharing)
     try:
@@ -722,7 +724,7 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     def wait(cursor: _Cursor, workload: PendingWorkload, message: str) -> None:
         """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle."""
         _report(result, workload, WorkloadReason.PENDING, message)
-        if cursor.state.strict_fifo:
+        if cursor.strict_fifo:
             still_open.remove(cursor)
 
     for cursor in cursors:

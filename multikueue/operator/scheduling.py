@@ -130,13 +130,16 @@ class FigureRefresh:
 
     Keeps the time of each Workload's last such write; when more than
     :data:`REFRESHED_KEPT` are kept, those older than the period are dropped
-    (they no longer hold anything back).
+    (they no longer hold anything back). The next drop waits until twice as
+    many as remain are kept, so thousands written within one period cost one
+    pass per doubling, not one per write.
     """
 
     def __init__(self, period: float = PENDING_REFRESH_SECONDS, kept: int = REFRESHED_KEPT) -> None:
         self.period = period
         self.kept = kept
         self._written: dict[WorkloadKey, float] = {}
+        self._drop_above = kept
 
     def __len__(self) -> int:
         return len(self._written)
@@ -148,8 +151,9 @@ class FigureRefresh:
 
     def written(self, key: WorkloadKey, now: float) -> None:
         self._written[key] = now
-        if len(self._written) > self.kept:
+        if len(self._written) > self._drop_above:
             self._written = {k: t for k, t in self._written.items() if now - t < self.period}
+            self._drop_above = max(self.kept, 2 * len(self._written))
 
 
 class SchedulingLoop:

@@ -72,3 +72,15 @@ def test_figures_forget_old_writes_once_too_many_are_kept() -> None:
         figures.written(("ns", f"old{i}"), 0.0)
     figures.written(("ns", "new"), 50.0)  # the fourth: those past the period go
     assert len(figures) == 1 and figures.wait(("ns", "new"), 55.0) == 5.0
+
+
+def test_figures_kept_within_the_period_are_not_rescanned_at_every_write() -> None:
+    figures = FigureRefresh(period=10.0, kept=3)
+    for i in range(4):
+        figures.written(("ns", f"w{i}"), 1.0)  # the fourth passes the bound: nothing is old, all stay
+    assert len(figures) == 4
+    for i in range(4, 8):
+        figures.written(("ns", f"w{i}"), 2.0)  # no drop before twice as many
+    assert len(figures) == 8
+    figures.written(("ns", "late"), 20.0)  # the ninth: the old ones go
+    assert len(figures) == 1

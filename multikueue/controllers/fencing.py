@@ -9,7 +9,9 @@ and not finished: the lifecycle evicts them, the Job integration suspends
 their Jobs, and the scheduler does not admit them again. A Warning Event on
 each says why. The manager, once it reaches the worker again, finds the
 copies evicted and dispatches afresh (it may have done so already, after
-its ``workerLostTimeout``, which is twice the Lease's duration).
+its ``workerLostTimeout``, which is twice the Lease's duration); copies
+that were still pending are only deactivated, and the manager replaces
+those it still nominates (``dispatch._usable``).
 
 A deactivated copy stays deactivated when the Lease is renewed again:
 whether its job should run is the manager's decision by then.

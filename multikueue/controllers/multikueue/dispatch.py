@@ -398,14 +398,18 @@ def _out_of_sync(copy: Workload | None) -> bool:
 
 
 def _usable(local: Workload, copy: Workload | None) -> bool:
-    """A copy that may win: not being deleted, not drifted from the local spec, not finished out of sync.
+    """A copy that may win: active, not being deleted, not drifted from the local spec, not finished out of sync.
 
     A copy being deleted is never adopted: it is usually the previous attempt's,
     which this manager deleted when that attempt ended, and a job created next
-    to it would run where the Workload is about to lose its reservation.
+    to it would run where the Workload is about to lose its reservation. A
+    deactivated copy (``spec.active: false``: the worker fenced this origin
+    while its Lease expired, as when the manager was down longer than the
+    Lease) is never admitted there again; while nominated it is replaced.
     """
     return (
         copy is not None
+        and copy.spec.active
         and copy.metadata.deletion_timestamp is None
         and not _out_of_sync(copy)
         and spec_drift(local, copy) is None

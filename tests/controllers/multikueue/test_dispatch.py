@@ -822,6 +822,16 @@ def test_a_drifted_reserved_copy_is_not_adopted_but_replaced() -> None:
     assert DeleteRemoteWorkload("w1") in actions
 
 
+def test_a_nominated_copy_deactivated_by_fencing_is_replaced() -> None:
+    """The manager was down longer than the origin Lease: the worker deactivated its pending copies."""
+    wl = local_wl(nominated=["w1", "w2"], message=waiting("w1", "w2").message)
+    fenced = remote()
+    fenced.spec.active = False
+    actions = decide(wl, context(view("w1", fenced), view("w2", remote()))).actions
+    assert DeleteRemoteWorkload("w1") in actions  # created again by the next plan, once gone
+    assert DeleteRemoteWorkload("w2") not in actions
+
+
 def test_a_drifted_winner_is_given_up() -> None:
     actions = decide(running(), context(view("w1"), view("w2", drifted("admitted"), job=True))).actions
     [check] = [a for a in actions if isinstance(a, SetCheckState)]

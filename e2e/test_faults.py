@@ -186,6 +186,40 @@ def test_manager_controller_killed_right_after_a_remote_job_is_created(
     run.verify()
 
 
+def test_manager_down_longer_than_the_origin_lease_replaces_the_fenced_copies(
+    local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str
+) -> None:
+    """Down longer than the origin Lease, the manager finds its pending copies deactivated by fencing.
+
+    The workers have no quota for the namespace while the manager is down, so
+    every copy is pending (nothing runs twice); they fence this origin (a
+    ``MultiKueueOriginLost`` Event per copy) and get quota; the manager, back,
+    must replace the deactivated copies, which would otherwise wait forever
+    (stop 23's CI: a restart on a loaded machine took longer than the Lease).
+    """
+    ns = namespace
+    multikueue_queues(local.manager, [local.worker(1), local.worker(2)], ns, (0, 0))
+    run = Run(local, ns, [f"job-{i:02d}" for i in range(6)])
+    run.watches = [PodWatch(local.worker(i), ns) for i in (1, 2)]
+    for name in run.names:
+        run.batch.create_namespaced_job(ns, timed_job(ns, name, "1", run_for="1s"))
+    workers = [o.Kueue(local.worker(i)) for i in (1, 2)]
+    o.wait_for(lambda: all(len(w.list("Workload", ns)) == len(run.names) for w in workers), 60, what="a copy of every Job on both workers")
+    manager_ctl = e2e_controllers[0]
+    manager_ctl.kill()
+    events = [client.CoreV1Api(local.worker(i)) for i in (1, 2)]
+    o.wait_for(
+        lambda: all(any(e.reason == "MultiKueueOriginLost" for e in api.list_namespaced_event(ns).items) for api in events),
+        60,
+        what="both workers fencing this origin's copies",
+    )
+    quota = o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 4}})["spec"]["resourceGroups"]
+    for worker in workers:
+        worker.patch("ClusterQueue", f"cq-{ns}", {"spec": {"resourceGroups": quota}})
+    manager_ctl.start()
+    run.verify()
+
+
 #: The Lease expires 15 s after the leader's last renewal, which came at most one retry period (2 s)
 #: before the kill; the extra second covers this test's polling and the API round trips on a loaded machine.
 TAKEOVER_SECONDS = 15 + 1.0

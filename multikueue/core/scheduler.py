@@ -289,8 +289,8 @@ class _Cycle:
     holders: dict[str, list[QuotaHolder]] = field(default_factory=dict)
     own: dict[str, _OwnHolders] = field(default_factory=dict)
     #: Per quota tree, what preemption weighs of each holder that is not assumed, by key (see :meth:`victims_of`).
-    admitted: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
-    #: Per ClusterQueue, the pod sets whose assignment did not fit earlier in this cycle (see :func:`_known_misfit`).
+    victims_by_tree: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
+    #: Per ClusterQueue, by pod-set shape, the assignments that did not fit earlier in this cycle (see :func:`_known_misfit`).
     misfits: dict[str, dict[str, FlavorAssignment]] = field(default_factory=dict)
     #: (ClusterQueue, namespace) -> whether the queue's ``namespaceSelector`` admits the namespace.
     namespaces: dict[tuple[str, str], bool] = field(default_factory=dict)
@@ -309,9 +309,9 @@ class _Cycle:
         left out by :func:`_plan`), and building each one reads its conditions.
         """
         tree = self.cache.cohort_root(cq_name)
-        found = self.admitted.get(tree)
+        found = self.victims_by_tree.get(tree)
         if found is None:
-            found = self.admitted[tree] = {
+            found = self.victims_by_tree[tree] = {
                 h.key: _candidate(h, self.now) for h in self.holders_of(cq_name) if not h.assumed
             }
         return found

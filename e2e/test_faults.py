@@ -124,12 +124,18 @@ def worker(clusters: Clusters, index: int) -> LocalCluster:
 
 # --- the workers' control planes ---------------------------------------------------------
 
+#: How long a worker's control plane may be down in these tests: workerLostTimeout (40 s in the
+#: e2e configuration) less 10 s for the probe's period and the watches' reconnect. A clean restart
+#: took 15.3 s on a loaded CI machine (stop 23), over the 15 s bound this used to be.
+RESTART_BUDGET_SECONDS = 30
+
+
 
 def test_worker_apiserver_killed_and_back_after_five_seconds(local: Clusters, e2e_controllers: list[ControllerProcess], namespace: str) -> None:
     run = Run.submit(local, namespace)
     run.wait_running_on(1)
     down = faults.restart(worker(local, 1), "kube-apiserver", kill=True, down_for=5)
-    assert down < 15, f"the restart took {down:.0f} s: longer than a worker may be lost without losing its Jobs"
+    assert down < RESTART_BUDGET_SECONDS, f"the restart took {down:.0f} s: longer than a worker may be lost without losing its Jobs"
     run.verify()
 
 
@@ -153,7 +159,7 @@ def test_worker_apiserver_restarted(local: Clusters, e2e_controllers: list[Contr
     run = Run.submit(local, namespace)
     run.wait_running_on(2)
     down = faults.restart(worker(local, 2), "kube-apiserver")
-    assert down < 15, f"the restart took {down:.0f} s: longer than a worker may be lost without losing its Jobs"
+    assert down < RESTART_BUDGET_SECONDS, f"the restart took {down:.0f} s: longer than a worker may be lost without losing its Jobs"
     run.verify()
 
 

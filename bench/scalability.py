@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import re
 import subprocess
@@ -113,6 +114,19 @@ class Controller:
         return time.monotonic() - started
 
 
+def print_our_counts(log: Path) -> None:
+    """Our controller's Workload writes by kind and its scheduling cycles (from its "controller stopped" log line)."""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        if "controller stopped" in line:
+            try:
+                fields = json.loads(line[line.index("{"):])
+            except ValueError:
+                fields = {"line": line}
+            print(f"ours: writes {fields.get('workload_writes')}, scheduling cycles {fields.get('scheduling_cycles')}", flush=True)
+            return
+    print('ours: no "controller stopped" line in its log', flush=True)
+
+
 def list_workloads(api: client.ApiClient) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = client.CustomObjectsApi(api).list_cluster_custom_object(
         "kueue.x-k8s.io", "v1beta2", "workloads"
@@ -177,6 +191,8 @@ def one_run(
         controller.stop()
         clusters.down()
     runner_log = (out / "runner.log").read_text(errors="replace")
+    if binary is None:
+        print_our_counts(out / "controller.log")
     incomplete = None
     if result.returncode != 0 or not (out / "summary.yaml").is_file():
         errors = [line for line in runner_log.splitlines() if "\tERROR\t" in line and "Reconciler error" not in line]

@@ -74,6 +74,22 @@ unless fair sharing is on, see the end):
    a cycle-local overlay on the cache's quota tree, taken back when the
    cycle ends (also on error): after :func:`schedule` the tree holds only
    the usage of real Workloads and of this cycle's assumptions.
+7. A candidate left pending for lack of quota is *parked*
+   (:meth:`Cache.park <multikueue.core.cache.Cache.park>`, upstream's
+   inadmissible Workloads): later cycles do not look at it until quota may
+   have been freed in its quota tree or the tree changed, or the Workload
+   itself changed; one whose preemption found no victims also comes back
+   when a Workload starts holding quota in the tree. Not parked: candidates
+   of a StrictFIFO queue (the head blocks either way), those that need
+   preemption but were not weighed (their queue planned for another one
+   this cycle), and any in a tree where a preemptor holds its usage this
+   cycle. With ``heads_per_queue``, a cycle stops walking a ClusterQueue
+   once that many of its candidates were left pending; when it parked some
+   of them, it sets :attr:`CycleResult.more` and the queue is looked at
+   again in the next cycle, which starts after them. So a cycle costs the
+   Workloads that may move, not every one that waits, as upstream's one
+   head per queue per cycle; the Workloads not reached keep their current
+   condition.
 
 With fair sharing (``schedule(..., fair_sharing=FairSharing(...))``, the
 Configuration's ``fairSharing``), step 3's order within a round is
@@ -179,23 +195,27 @@ class CycleResult:
     planned_preemption: set[str] = field(default_factory=set, repr=False, compare=False)
     #: Run another cycle at this time even without events (the earliest end of a requeue backoff).
     next_cycle_at: datetime | None = None
+    #: Run another cycle soon: a ClusterQueue's walk stopped at ``heads_per_queue`` Workloads left
+    #: pending, parked some of them, and has Workloads it did not look at.
+    more: bool = False
 
 
 @dataclass
 class _Cursor:
-    """Walks one ClusterQueue's candidates in queue order during a cycle."""
+    """Walks one ClusterQueue's candidates in queue order during a cycle (:meth:`Cache.candidates`, lazily)."""
 
     state: ClusterQueueState
-    candidates: list[PendingWorkload]
-    position: int = 0
+    candidates: Iterator[PendingWorkload]
     #: ``queueingStrategy: StrictFIFO`` (read once: it is asked for every candidate left pending).
     strict_fifo: bool = False
+    #: Candidates left pending this cycle, and how many of them were parked.
+    missed: int = 0
+    parked: int = 0
+    exhausted: bool = False
 
     def next(self) -> PendingWorkload | None:
-        if self.position >= len(self.candidates):
-            return None
-        candidate = self.candidates[self.position]
-        self.position += 1
+        candidate = None if self.exhausted else next(self.candidates, None)
+        self.exhausted = candidate is None
         return candidate
 
 
@@ -294,6 +314,11 @@ class _Cycle:
     misfits: dict[str, dict[str, FlavorAssignment]] = field(default_factory=dict)
     #: (ClusterQueue, namespace) -> whether the queue's ``namespaceSelector`` admits the namespace.
     namespaces: dict[tuple[str, str], bool] = field(default_factory=dict)
+    #: Quota trees where a preemptor holds its usage this cycle: nothing is parked there (what does not
+    #: fit may fit without the hold, if the preemptor goes away before its victims do).
+    held_trees: set[str] = field(default_factory=set)
+    #: Stop walking a ClusterQueue after this many candidates left pending (None: walk them all).
+    heads_per_queue: int | None = None
 
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
         tree = self.cache.cohort_root(cq_name)
@@ -331,11 +356,15 @@ class _Cycle:
         return own
 
 
-def schedule(cache: Cache, now: datetime, fair_sharing: FairSharing | None = None) -> CycleResult:
+def schedule(
+    cache: Cache, now: datetime, fair_sharing: FairSharing | None = None, *, heads_per_queue: int | None = None
+) -> CycleResult:
     """Run one scheduling cycle over the queues that changed since the last one (see the module docstring).
 
     ``fair_sharing`` (the Configuration's ``fairSharing``, when set) switches
     the entry order and preemption to upstream's fair sharing.
+    ``heads_per_queue`` bounds how many candidates of one ClusterQueue a cycle
+    leaves pending before it stops walking that queue (step 7).
     """
     result = CycleResult()
     dirty = cache.take_dirty(now)
@@ -358,17 +387,10 @@ def schedule(cache: Cache, now: datetime, fair_sharing: FairSharing | None = Non
             for lq_key in _open_local_queues(cache, cq_name):
                 _inadmissible(cache, result, lq_key, template.format(name=cq_name))
             continue
-        candidates = [
-            workload
-            for lq_key in _open_local_queues(cache, cq_name)
-            for workload in cache.pending_in_local_queue(lq_key)
-            if workload.requeue_at is None or workload.requeue_at <= now
-        ]
-        if candidates:
-            candidates.sort(key=lambda w: w.order)
-            cursors.append(_Cursor(state, candidates, strict_fifo=state.strict_fifo))
+        candidates = cache.candidates(cq_name, _open_local_queues(cache, cq_name), now)
+        cursors.append(_Cursor(state, candidates, strict_fifo=state.strict_fifo))
 
-    cycle = _Cycle(cache, result, now, fair_sharing)
+    cycle = _Cycle(cache, result, now, fair_sharing, heads_per_queue=heads_per_queue)
     try:
         while cursors:
             cursors = _run_round(cycle, cursors)
@@ -552,7 +574,28 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
         if victim_state is not None:
             cycle.usage.release(victim_state.node, victim.workload.usage)
     cycle.usage.add(state.node, assignment.usage)
+    cycle.held_trees.add(cycle.cache.cohort_root(state.name))
     return plan.preemptor_message(assignment.message), True
+
+
+def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment: FlavorAssignment, *, weighed: bool) -> None:
+    """Park a candidate left pending for lack of quota, unless something this cycle did not weigh may admit it.
+
+    ``weighed``: when the assignment needs preemption, whether this
+    candidate's own preemption was planned (and found no victims). One that
+    was not (its queue planned for an earlier candidate) stays, as upstream
+    requeues a head skipped for a pending preemption at once. A StrictFIFO
+    queue parks nothing: its head blocks the others whether it fits or not.
+    Parked for a preemption that found no victims, it also comes back when a
+    Workload starts holding quota in its tree.
+    """
+    state = cursor.state
+    if cursor.strict_fifo or (assignment.preemptible and not weighed):
+        return
+    if cycle.cache.cohort_root(state.name) in cycle.held_trees:
+        return
+    cycle.cache.park(workload.key, state.name, until_admission=assignment.preemptible)
+    cursor.parked += 1
 
 
 #: Shapes remembered per ClusterQueue and cycle; a queue whose Workloads all differ gains nothing from more.
@@ -724,10 +767,19 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     def wait(cursor: _Cursor, workload: PendingWorkload, message: str) -> None:
         """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle."""
         _report(result, workload, WorkloadReason.PENDING, message)
+        cursor.missed += 1
         if cursor.strict_fifo:
             still_open.remove(cursor)
 
+    limit = cycle.heads_per_queue
     for cursor in cursors:
+        if limit is not None and cursor.missed >= limit:
+            # Enough heads left pending: the rest waits for a next cycle, which comes soon when this one
+            # parked some (the walk then starts after them) and otherwise with the next change.
+            if cursor.parked and not cursor.exhausted:
+                result.more = True
+                cache.revisit(cursor.state.name)
+            continue
         workload = cursor.next()
         if workload is None:
             continue
@@ -740,6 +792,9 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
             continue
         misfit = _known_misfit(cycle, cursor.state, workload)
         if misfit is not None:
+            # Same pod sets as an earlier misfit of the cycle; one needing preemption gets here only
+            # when its queue planned for another candidate (it was not weighed).
+            _park(cycle, cursor, workload, misfit, weighed=False)
             wait(cursor, workload, misfit.message)
             continue
         entry = _Entry(cursor, workload, _assign(cycle, cursor.state, workload))
@@ -770,13 +825,15 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
                 )
             )
             continue
-        message, preempts = assignment.message, False
+        message, preempts, weighed = assignment.message, False, False
         if assignment.preemptible and state.name not in result.planned_preemption:
             result.planned_preemption.add(state.name)
+            weighed = True
             message, preempts = _preempt(cycle, state, entry, assignment)
             if preempts:
                 touched_trees.add(tree)  # it holds its usage there now: later entries are re-assigned
         if not preempts:
             _remember_misfit(cycle, state, entry.workload, assignment)
+            _park(cycle, entry.cursor, entry.workload, assignment, weighed=weighed)
         wait(entry.cursor, entry.workload, message)
     return still_open

@@ -46,6 +46,10 @@ CYCLE_COALESCE_SECONDS = 0.005
 #: ... or as long as the last cycle took, up to this: when cycles are slow (thousands pending), the events
 #: they wait for are taken in larger batches and the event loop keeps about half its time for them.
 CYCLE_COALESCE_MAX_SECONDS = 0.1
+#: A cycle stops walking a ClusterQueue after this many of its Workloads were left pending (those that
+#: do not fit are parked; the next cycle goes on after them). Upstream looks at one head per queue per
+#: cycle; walking every pending Workload of every changed queue at each cycle was most of our CPU.
+HEADS_PER_QUEUE = 8
 #: Bound on concurrent admission writes.
 WRITE_CONCURRENCY = 32
 #: Bound on concurrent "why it waits" writes: informative, so they yield to admissions.
@@ -328,11 +332,13 @@ class SchedulingLoop:
                 self._wake.clear()
                 started = time.monotonic()
                 with metrics.SCHEDULING_CYCLE.time():
-                    result = schedule(self.cache, utcnow(), self.fair_sharing)
+                    result = schedule(self.cache, utcnow(), self.fair_sharing, heads_per_queue=HEADS_PER_QUEUE)
                 took = time.monotonic() - started
                 coalesce = min(CYCLE_COALESCE_MAX_SECONDS, max(CYCLE_COALESCE_SECONDS, took))
                 next_cycle_at = result.next_cycle_at
                 self.cycles += 1
+                if result.more:
+                    self.notify()
                 for decision in result.admitted:
                     spawn(self._admit(decision, gate))
                 self._forget_seen_evictions()

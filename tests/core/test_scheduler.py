@@ -1148,3 +1148,174 @@ def test_partial_admission_prefers_reduction_when_no_victim_is_allowed() -> None
     assert result.preempted == []
     [decision] = result.admitted
     assert counts_of(decision) == {"one": (10, "10")}
+
+
+# --- parking (upstream's inadmissible Workloads) and the heads bound ------------------------------
+
+
+def test_a_misfit_is_parked_until_quota_is_released() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "6", age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("large", "5", age=50))
+    result = schedule(cache, NOW)
+    assert set(pending(result)) == {"large"}
+    write_pending(cache, result.pending[0])
+    assert cache.is_parked(("default", "large"), "cq")
+
+    # Another Workload taking quota changes the figure in large's message, but it is not looked at again.
+    cache.upsert_workload(workload("small", "1", age=10))
+    result = schedule(cache, NOW)
+    assert names(result) == ["small"]
+    assert result.pending == []
+    confirm(cache, result.admitted[0])
+    assert cache.is_parked(("default", "large"), "cq")
+    assert schedule(cache, NOW) == CycleResult()
+
+    # Quota released in its tree wakes it: looked at again (its message is still true), parked again.
+    finish(cache, cache.workload(("default", "small")))
+    assert not cache.is_parked(("default", "large"), "cq")
+    assert schedule(cache, NOW) == CycleResult()
+    assert cache.is_parked(("default", "large"), "cq")
+    finish(cache, cache.workload(("default", "running")))
+    assert names(schedule(cache, NOW)) == ["large"]
+
+
+def test_a_parked_workload_that_changes_what_it_asks_is_looked_at_again() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "6", age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("large", "5", age=50))
+    write_pending(cache, schedule(cache, NOW).pending[0])
+    assert cache.is_parked(("default", "large"), "cq")
+    # Its own condition coming back changes nothing; its requests do.
+    cache.upsert_workload(workload("large", "3", age=50))
+    assert not cache.is_parked(("default", "large"), "cq")
+    assert names(schedule(cache, NOW)) == ["large"]
+
+
+def test_recheck_wakes_a_parked_workload() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "6", age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("large", "5", age=50))
+    schedule(cache, NOW)
+    assert cache.is_parked(("default", "large"), "cq")
+    cache.recheck(("default", "large"))  # its "why it waits" write was refused: it must be told again
+    assert set(pending(schedule(cache, NOW))) == {"large"}
+
+
+def test_queue_changes_wake_parked_workloads() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "6", age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("large", "5", age=50))
+    schedule(cache, NOW)
+    assert cache.is_parked(("default", "large"), "cq")
+    cache.upsert_cluster_queue(cluster_queue(quotas={"default-flavor": {"cpu": 12}}))
+    assert not cache.is_parked(("default", "large"), "cq")
+    assert names(schedule(cache, NOW)) == ["large"]
+
+
+def test_strict_fifo_parks_nothing() -> None:
+    cache = seed_cache(queueingStrategy="StrictFIFO")
+    cache.upsert_workload(workload("running", "6", age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("large-head", "5", age=50))
+    cache.upsert_workload(workload("small", "1", age=10))
+    result = schedule(cache, NOW)
+    assert result.admitted == [] and set(pending(result)) == {"large-head"}
+    assert not cache.is_parked(("default", "large-head"), "cq")
+
+
+def preemption_cohort() -> Cache:
+    """cq-a may reclaim within the cohort; cq-b's Workloads are within its own quota (no victims)."""
+    cache = Cache()
+    cache.upsert_namespace("default", {})
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(
+        cluster_queue("cq-a", {"default-flavor": {"cpu": 4}}, cohortName="team", preemption={"reclaimWithinCohort": "Any"})
+    )
+    cache.upsert_cluster_queue(cluster_queue("cq-b", {"default-flavor": {"cpu": 4}}, cohortName="team"))
+    cache.upsert_local_queue(local_queue("queue-a", cq="cq-a"))
+    cache.upsert_local_queue(local_queue("queue-b", cq="cq-b"))
+    return cache
+
+
+def test_a_preemption_without_victims_parks_until_a_workload_starts_holding_quota() -> None:
+    cache = preemption_cohort()
+    cache.upsert_workload(workload("a-running", "3", queue="queue-a", age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("a-waits", "3", queue="queue-a", age=50))
+    cache.upsert_workload(workload("b-fills", "4", queue="queue-b", age=60))
+    result = schedule(cache, NOW)
+    assert names(result) == ["b-fills"]
+    assert set(pending(result)) == {"a-waits"}  # would fit in cq-a's quota but nothing borrows: no victims
+    assert result.preempted == []
+    assert cache.is_parked(("default", "a-waits"), "cq-a")
+    # b-fills' admission confirmed: a Workload started holding quota in the tree, a possible victim.
+    confirm(cache, result.admitted[0])
+    assert not cache.is_parked(("default", "a-waits"), "cq-a")
+
+
+def test_a_misfit_without_preemption_stays_parked_when_others_are_admitted() -> None:
+    cache = cohort_cache({"nominalQuota": 4}, {"nominalQuota": 4})
+    cache.upsert_namespace("default", {})
+    cache.upsert_workload(workload("a-running", "6", queue="queue-a", age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("a-waits", "3", queue="queue-a", age=50))
+    cache.upsert_workload(workload("b-small", "1", queue="queue-b", age=60))
+    result = schedule(cache, NOW)
+    assert names(result) == ["b-small"] and set(pending(result)) == {"a-waits"}
+    confirm(cache, result.admitted[0])
+    assert cache.is_parked(("default", "a-waits"), "cq-a")
+
+
+def test_nothing_is_parked_where_a_preemptor_holds_quota_this_cycle() -> None:
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 8}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("low", "8", priority=0, age=1000))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("high", "8", priority=10, age=50))
+    cache.upsert_workload(workload("other", "2", priority=5, age=40))
+    result = schedule(cache, NOW)
+    assert [d.victim[1] for d in result.preempted] == ["low"]
+    assert set(pending(result)) == {"high", "other"}
+    # other did not fit because high holds low's quota for this cycle only: it is not parked.
+    assert not cache.is_parked(("default", "other"), "cq")
+
+
+def test_heads_per_queue_walks_a_queue_a_few_misfits_per_cycle() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "9", age=1000))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    for i in range(7):
+        cache.upsert_workload(workload(f"wl-{i}", f"{i + 1}", age=100 - i))  # all different shapes
+    seen: list[str] = []
+    cycles = 0
+    while True:
+        result = schedule(cache, NOW, heads_per_queue=3)
+        cycles += 1
+        seen += sorted(pending(result), key=lambda n: int(n.split("-")[1]))
+        if not result.more:
+            break
+    assert seen == [f"wl-{i}" for i in range(7)]  # in queue order, three per cycle
+    assert cycles == 3
+    assert schedule(cache, NOW, heads_per_queue=3) == CycleResult()
+    # Quota freed: the walk starts from the head again.
+    finish(cache, cache.workload(("default", "running")))
+    result = schedule(cache, NOW, heads_per_queue=3)
+    assert names(result) == ["wl-0", "wl-1", "wl-2"]  # 1 + 2 + 3 of 9: then wl-3 (4) does not fit
+    assert result.more
+
+
+def test_heads_per_queue_asks_for_no_more_cycles_when_it_parked_nothing() -> None:
+    """Candidates left pending but not parked (not weighed for preemption) must not spin cycles."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 8}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("low", "8", priority=0, age=1000))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    for i in range(5):
+        cache.upsert_workload(workload(f"high-{i}", "8", priority=10, age=100 - i))
+    result = schedule(cache, NOW, heads_per_queue=2)
+    assert [d.victim[1] for d in result.preempted] == ["low"]
+    assert len(result.pending) == 2
+    assert not result.more

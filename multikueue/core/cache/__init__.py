@@ -42,7 +42,7 @@ report changed into dirty marks; the parts never call each other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -118,10 +118,11 @@ class Cache:
         #: set by whoever runs the scheduler with fair sharing.
         self.fair_sharing_status = False
 
-    def _mark_trees(self, cq_names: Iterable[str]) -> None:
-        """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree."""
+    def _mark_trees(self, cq_names: Iterable[str], *, released: bool = True) -> None:
+        """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree (``released``: quota may
+        have been freed or the queues changed, which wakes parked Workloads; see :meth:`park`)."""
         for cq_name in cq_names:
-            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name))
+            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), released=released)
 
     # --- ResourceFlavor --------------------------------------------------------------
 
@@ -279,10 +280,25 @@ class Cache:
             self._sync_workload(key)
 
     def recheck(self, key: WorkloadKey) -> None:
-        """Have the next cycle look at a pending Workload again (a "why it waits" write of it was refused as stale)."""
+        """Have the next cycle look at a pending Workload again, parked or not (a "why it waits" write of it
+        was refused as stale, or its figures are due a refresh)."""
         workload = self._store.workload(key)
         if workload is not None:
+            self._queues.unpark(key)
             self._queues.mark_local_queue(local_queue_of(workload))
+
+    def park(self, key: WorkloadKey, cq_name: str, *, until_admission: bool = False) -> None:
+        """Leave a pending Workload that does not fit out of the cycles until its quota tree frees quota or
+        changes (see :meth:`PendingQueues.park <multikueue.core.cache.queues.PendingQueues.park>`)."""
+        self._queues.park(key, cq_name, until_admission=until_admission)
+
+    def revisit(self, cq_name: str) -> None:
+        """Have the next cycle look at the ClusterQueue's pending Workloads again (its walk was cut short)."""
+        self._queues.revisit(cq_name)
+
+    def is_parked(self, key: WorkloadKey, cq_name: str) -> bool:
+        """Whether the scheduler parked the Workload for this ClusterQueue and nothing woke it since."""
+        return self._queues.is_parked(key, cq_name)
 
     def is_assumed(self, key: WorkloadKey) -> bool:
         """Whether the Workload's admission is assumed and not yet confirmed by the watch."""
@@ -292,11 +308,18 @@ class Cache:
         """Derive the Workload's contribution and pending entry from its object and assumption, apply the change."""
         workload = self._store.workload(key)
         contribution = self._contribution_of(key, workload) if workload is not None else None
+        confirmed = False
         if contribution is None or (workload is not None and _holds_quota(workload)):
-            self._queues.drop_assumption(key)  # nothing to assume, or the real admission replaces the assumption
+            # nothing to assume, or the real admission replaces the assumption
+            confirmed = self._queues.drop_assumption(key) and contribution is not None
+        held = self._tree.contribution_of(key)
         changed = self._tree.set_contribution(key, contribution)
         if not quiet:
-            self._mark_trees(changed)
+            # Only a Workload that held nothing before can take quota without giving any back; one whose
+            # assumed admission is confirmed takes nothing more, but may be preempted from now on.
+            self._mark_trees(changed, released=held is not None)
+            if confirmed and not changed and contribution is not None:
+                self._mark_trees((contribution.cluster_queue,), released=False)
         pending: PendingWorkload | None = None
         if workload is not None and contribution is None and _wants_quota(workload):
             pending = self._queues.entry_for(key, workload)
@@ -380,6 +403,11 @@ class Cache:
     def local_queues_of(self, cq_name: str) -> list[LocalQueueKey]:
         """Existing LocalQueues pointing at the ClusterQueue, sorted."""
         return sorted(self._store.local_queues_in(cq_name))
+
+    def candidates(self, cq_name: str, local_queues: Iterable[LocalQueueKey], now: datetime) -> Iterator[PendingWorkload]:
+        """The ClusterQueue's pending Workloads a cycle may admit now (not parked, not backing off), in queue
+        order, lazily (see :meth:`PendingQueues.candidates <multikueue.core.cache.queues.PendingQueues.candidates>`)."""
+        return self._queues.candidates(cq_name, local_queues, now)
 
     def pending_in_local_queue(self, key: LocalQueueKey) -> list[PendingWorkload]:
         """Pending Workloads naming this LocalQueue (which may not exist), in queue order."""

@@ -237,6 +237,10 @@ class QuotaTree:
 
     # --- usage ---------------------------------------------------------------------------------
 
+    def contribution_of(self, key: WorkloadKey) -> Contribution | None:
+        """The quota the Workload is counted as holding (real or assumed), or None."""
+        return self._contributions.get(key)
+
     def set_contribution(self, key: WorkloadKey, new: Contribution | None) -> tuple[str, ...]:
         """Count ``new`` as the Workload's quota instead of what it held; the ClusterQueues whose quota changed.
 

@@ -5,7 +5,8 @@ by LocalQueue (what a cycle reads), by namespace (a namespace's labels
 decide selector matches) and by priority class (a class's value decides
 order); a heap of requeue times, so a backoff that ends wakes its queue
 without a scan; the admissions the scheduler *assumed* and the watch has
-not confirmed yet; and the record of dirty queues a cycle starts from.
+not confirmed yet; the record of dirty queues a cycle starts from; and the
+*parked* Workloads, upstream's inadmissible ones (see :meth:`PendingQueues.park`).
 
 It is separate from the quota tree because pending Workloads hold no quota
 (a Workload is in exactly one of the two), and from the object store
@@ -15,8 +16,9 @@ priority classes and the assumption whenever one of them changes.
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -120,15 +122,21 @@ class PendingQueues:
         self._priority_classes = priority_classes
         self._pending: dict[WorkloadKey, PendingWorkload] = {}
         self._by_lq: dict[LocalQueueKey, set[WorkloadKey]] = {}
-        #: Per LocalQueue, its Workloads in queue order, kept until one comes, goes or changes its place (a
-        #: cycle reads every open queue; sorting hundreds of unchanged entries each time was a tenth of the
-        #: scheduler's CPU, and most changes of a pending entry are its own condition, written back).
-        self._in_order: dict[LocalQueueKey, list[WorkloadKey]] = {}
+        #: Per LocalQueue, (queue order, key) of its Workloads, kept sorted as they come, go or move (a cycle
+        #: reads the heads of every open queue; sorting thousands of unchanged entries for each cycle was
+        #: most of the scheduler's CPU, and most changes of a pending entry are its own condition, written back).
+        self._ordered: dict[LocalQueueKey, list[tuple[tuple[int, datetime, str, str], WorkloadKey]]] = {}
         self._lqs_by_namespace: dict[str, set[LocalQueueKey]] = {}
         self._by_priority_class: dict[str, set[WorkloadKey]] = {}
         self._backoff: list[tuple[datetime, WorkloadKey]] = []
         self._assumed: dict[WorkloadKey, Admission] = {}
         self._dirty = DirtyQueues()
+        #: Per ClusterQueue, (releases, admissions): bumped when quota may have been freed in its quota
+        #: tree or the tree changed, and when a Workload started holding quota there.
+        self._generations: dict[str, tuple[int, int]] = {}
+        #: Parked Workloads: the ClusterQueue and the generations they were parked at (``None`` for
+        #: admissions: not woken by them).
+        self._parked: dict[WorkloadKey, tuple[str, int, int | None]] = {}
 
     # --- entries ------------------------------------------------------------------------------
 
@@ -178,9 +186,14 @@ class PendingQueues:
         if old is None and new is None:
             return
         if old is None or new is None or old.local_queue != new.local_queue or old.order != new.order:
-            for entry in (old, new):
-                if entry is not None:
-                    self._in_order.pop(entry.local_queue, None)
+            if old is not None:
+                ordered = self._ordered[old.local_queue]
+                index = bisect.bisect_left(ordered, (old.order, key))
+                ordered.pop(index if index < len(ordered) and ordered[index][1] == key else ordered.index((old.order, key)))
+                if not ordered:
+                    del self._ordered[old.local_queue]
+            if new is not None:
+                bisect.insort(self._ordered.setdefault(new.local_queue, []), (new.order, key))
         if old is not None:
             self._unindex(old)
         if new is not None:
@@ -188,6 +201,8 @@ class PendingQueues:
             if new.requeue_at is not None and (old is None or old.requeue_at != new.requeue_at):
                 heapq.heappush(self._backoff, (new.requeue_at, new.key))
         changed = old is None or new is None or not old.same_for_scheduling(new)
+        if changed:
+            self._parked.pop(key, None)  # what it asks, or whether it waits at all, changed
         if changed and not quiet:
             for entry in (old, new):
                 if entry is not None:
@@ -224,12 +239,31 @@ class PendingQueues:
     def pending_in_local_queue(self, key: LocalQueueKey) -> list[PendingWorkload]:
         """Pending Workloads naming this LocalQueue (which may not exist), in queue order."""
         pending = self._pending
-        keys = self._in_order.get(key)
-        if keys is None:
-            keys = sorted(self._by_lq.get(key, ()), key=lambda k: pending[k].order)
-            if keys:
-                self._in_order[key] = keys
-        return [pending[k] for k in keys]
+        return [pending[k] for _, k in self._ordered.get(key, ())]
+
+    def candidates(self, cq_name: str, local_queues: Iterable[LocalQueueKey], now: datetime) -> Iterator[PendingWorkload]:
+        """The ClusterQueue's Workloads a cycle may admit, in queue order across ``local_queues``, lazily.
+
+        Left out: those whose requeue backoff runs past ``now`` and those
+        parked for the queue (:meth:`park`). Lazy because a cycle usually
+        reads a few heads of a queue of thousands; it walks a copy of each
+        queue's order (taken when the first one is asked for), so admissions
+        made meanwhile do not shift it, and skips what left the queues since.
+        """
+        pending, parked = self._pending, self._parked
+        releases, admissions = self._generations.get(cq_name, (0, 0))
+        orders = [list(self._ordered.get(lq, ())) for lq in local_queues]
+        merged: Iterable[tuple[tuple[int, datetime, str, str], WorkloadKey]] = (
+            orders[0] if len(orders) == 1 else heapq.merge(*orders)
+        )
+        for _, key in merged:
+            entry = pending.get(key)
+            if entry is None or (entry.requeue_at is not None and entry.requeue_at > now):
+                continue
+            mark = parked.get(key)
+            if mark is not None and mark[0] == cq_name and mark[1] == releases and mark[2] in (None, admissions):
+                continue
+            yield entry
 
     def pending_count(self, key: LocalQueueKey) -> int:
         """How many Workloads wait in this LocalQueue."""
@@ -253,11 +287,58 @@ class PendingQueues:
         """Forget the Workload's assumed admission; whether there was one."""
         return self._assumed.pop(key, None) is not None
 
+    # --- parking ------------------------------------------------------------------------------------
+
+    def park(self, key: WorkloadKey, cq_name: str, *, until_admission: bool) -> None:
+        """Leave a pending Workload that does not fit out of the ClusterQueue's cycles until that can change.
+
+        Upstream's inadmissible Workloads: a head that does not fit is not
+        looked at again while nothing in its quota tree could make it fit,
+        so a cycle after an unrelated event costs the Workloads that may
+        move, not every one that waits. It comes back when quota may have
+        been freed in its quota tree or the tree changed
+        (:meth:`mark_cluster_queues` with ``released``), when the Workload
+        itself changes what it asks (:meth:`set_pending`), or on
+        :meth:`unpark`; and, with ``until_admission`` (it would fit with
+        preemption and found no victims), also when a Workload starts holding
+        quota in the tree (a new possible victim).
+        """
+        releases, admissions = self._generations.get(cq_name, (0, 0))
+        self._parked[key] = (cq_name, releases, admissions if until_admission else None)
+
+    def is_parked(self, key: WorkloadKey, cq_name: str) -> bool:
+        """Whether the Workload is parked for this ClusterQueue and nothing that would wake it happened since."""
+        parked = self._parked.get(key)
+        if parked is None:
+            return False
+        releases, admissions = self._generations.get(cq_name, (0, 0))
+        return parked[0] == cq_name and parked[1] == releases and parked[2] in (None, admissions)
+
+    def unpark(self, key: WorkloadKey) -> None:
+        """Have cycles look at the Workload again."""
+        self._parked.pop(key, None)
+
+    def parked_count(self) -> int:
+        """How many Workloads are parked (some of them may have been woken since; they are dropped when seen)."""
+        return len(self._parked)
+
     # --- dirty tracking -----------------------------------------------------------------------------
 
-    def mark_cluster_queues(self, names: Iterable[str]) -> None:
-        """Have the next cycle re-evaluate these ClusterQueues."""
+    def mark_cluster_queues(self, names: Iterable[str], *, released: bool = True) -> None:
+        """Have the next cycle re-evaluate these ClusterQueues.
+
+        ``released``: quota may have been freed there or the queues changed, which wakes their parked
+        Workloads; otherwise a Workload only started holding quota (which wakes those waiting for a victim).
+        """
+        names = set(names)
         self._dirty.cluster_queues.update(names)
+        for name in names:
+            releases, admissions = self._generations.get(name, (0, 0))
+            self._generations[name] = (releases + 1, admissions) if released else (releases, admissions + 1)
+
+    def revisit(self, name: str) -> None:
+        """Have the next cycle go on with a ClusterQueue whose walk this one cut short (wakes nothing)."""
+        self._dirty.cluster_queues.add(name)
 
     def mark_local_queue(self, key: LocalQueueKey) -> None:
         """Have the next cycle re-check this LocalQueue's Workloads."""

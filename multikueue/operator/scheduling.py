@@ -42,7 +42,7 @@ from multikueue.runtime.writer import WorkloadWriter
 log = structlog.get_logger(__name__)
 
 #: Coalesce bursts of events into one scheduling cycle: wait at least this long after a wake-up ...
-CYCLE_COALESCE_SECONDS = 0.005
+CYCLE_COALESCE_SECONDS = 0.05
 #: ... or as long as the last cycle took, up to this: when cycles are slow (thousands pending), the events
 #: they wait for are taken in larger batches and the event loop keeps about half its time for them.
 CYCLE_COALESCE_MAX_SECONDS = 0.1

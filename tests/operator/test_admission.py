@@ -16,6 +16,7 @@ import pytest
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import Clusters
+from multikueue.operator.scheduling import HEADS_PER_QUEUE
 
 pytestmark = pytest.mark.integration
 
@@ -99,6 +100,25 @@ def test_best_effort_fifo_lets_a_smaller_one_pass(kueue: o.Kueue, namespace: str
     kueue.create(o.workload(ns, "small", "user-queue", {"cpu": "1"}))
     o.wait_for(lambda: admitted(kueue, ns, "small"), 15, what="small admitted past big")
     assert not reserved(kueue, ns, "big")
+
+
+def test_more_misfits_than_a_cycle_looks_at_are_all_told_why_and_a_small_one_behind_them_is_admitted(
+    kueue: o.Kueue, namespace: str
+) -> None:
+    """A cycle leaves at most HEADS_PER_QUEUE Workloads of a queue pending and parks those that do not fit;
+    the next cycles go on after them without any other event, down to the small one at the back."""
+    ns = namespace
+    setup_queue(kueue, ns, cpu=4)
+    misfits = [f"big-{i:02d}" for i in range(3 * HEADS_PER_QUEUE + 1)]
+    for i, name in enumerate(misfits):  # each its own shape and priority: no shortcut between them
+        kueue.create(o.workload(ns, name, "user-queue", {"cpu": f"{5 + i}"}, priority=100 - i))
+    kueue.create(o.workload(ns, "small", "user-queue", {"cpu": "1"}, priority=0))
+    o.wait_for(lambda: admitted(kueue, ns, "small"), 30, what="the small Workload behind every misfit admitted")
+    o.wait_for(
+        lambda: all("insufficient quota" in pending_message(kueue, ns, name) for name in misfits),
+        30,
+        what="every misfit told why it waits",
+    )
 
 
 def test_higher_priority_is_admitted_first(kueue: o.Kueue, namespace: str) -> None:

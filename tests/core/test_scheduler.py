@@ -1153,7 +1153,8 @@ def test_partial_admission_prefers_reduction_when_no_victim_is_allowed() -> None
 # --- parking (upstream's inadmissible Workloads) and the heads bound ------------------------------
 
 
-def test_a_misfit_is_parked_until_quota_is_released() -> None:
+def parked_large() -> Cache:
+    """9 CPUs, 6 held by ``running``; ``large`` (5) told why it waits and parked."""
     cache = seed_cache()
     cache.upsert_workload(workload("running", "6", age=100))
     confirm(cache, schedule(cache, NOW).admitted[0])
@@ -1162,6 +1163,11 @@ def test_a_misfit_is_parked_until_quota_is_released() -> None:
     assert set(pending(result)) == {"large"}
     write_pending(cache, result.pending[0])
     assert cache.is_parked(("default", "large"), "cq")
+    return cache
+
+
+def test_a_misfit_is_parked_until_quota_is_released() -> None:
+    cache = parked_large()
 
     # Another Workload taking quota changes the figure in large's message, but it is not looked at again.
     cache.upsert_workload(workload("small", "1", age=10))
@@ -1182,12 +1188,7 @@ def test_a_misfit_is_parked_until_quota_is_released() -> None:
 
 
 def test_a_parked_workload_that_changes_what_it_asks_is_looked_at_again() -> None:
-    cache = seed_cache()
-    cache.upsert_workload(workload("running", "6", age=100))
-    confirm(cache, schedule(cache, NOW).admitted[0])
-    cache.upsert_workload(workload("large", "5", age=50))
-    write_pending(cache, schedule(cache, NOW).pending[0])
-    assert cache.is_parked(("default", "large"), "cq")
+    cache = parked_large()
     # Its own condition coming back changes nothing; its requests do.
     cache.upsert_workload(workload("large", "3", age=50))
     assert not cache.is_parked(("default", "large"), "cq")
@@ -1195,23 +1196,19 @@ def test_a_parked_workload_that_changes_what_it_asks_is_looked_at_again() -> Non
 
 
 def test_recheck_wakes_a_parked_workload() -> None:
-    cache = seed_cache()
-    cache.upsert_workload(workload("running", "6", age=100))
-    confirm(cache, schedule(cache, NOW).admitted[0])
-    cache.upsert_workload(workload("large", "5", age=50))
-    schedule(cache, NOW)
+    cache = parked_large()
+    cache.upsert_workload(workload("small", "1", age=10))
+    confirm(cache, schedule(cache, NOW).admitted[0])  # large's "2 more needed" is stale now; it stays parked
     assert cache.is_parked(("default", "large"), "cq")
-    cache.recheck(("default", "large"))  # its "why it waits" write was refused: it must be told again
-    assert set(pending(schedule(cache, NOW))) == {"large"}
+    cache.recheck(("default", "large"))  # e.g. its figures are due their refresh
+    assert not cache.is_parked(("default", "large"), "cq")
+    assert pending(schedule(cache, NOW)) == {
+        "large": ("Pending", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, 3 more needed")
+    }
 
 
 def test_queue_changes_wake_parked_workloads() -> None:
-    cache = seed_cache()
-    cache.upsert_workload(workload("running", "6", age=100))
-    confirm(cache, schedule(cache, NOW).admitted[0])
-    cache.upsert_workload(workload("large", "5", age=50))
-    schedule(cache, NOW)
-    assert cache.is_parked(("default", "large"), "cq")
+    cache = parked_large()
     cache.upsert_cluster_queue(cluster_queue(quotas={"default-flavor": {"cpu": 12}}))
     assert not cache.is_parked(("default", "large"), "cq")
     assert names(schedule(cache, NOW)) == ["large"]

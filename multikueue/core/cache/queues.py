@@ -111,6 +111,11 @@ def _read_pod_sets(workload: Workload) -> tuple[tuple[PodSetRequest, ...], str |
     return tuple(PodSetRequest.from_pod_set(p) for p in workload.spec.pod_sets), None
 
 
+def _still_parked(mark: tuple[str, int, int | None], cq_name: str, generations: tuple[int, int]) -> bool:
+    """Whether a Workload parked at ``mark`` (ClusterQueue, releases, admissions or None) still is for ``cq_name``."""
+    return mark[0] == cq_name and mark[1] == generations[0] and mark[2] in (None, generations[1])
+
+
 class PendingQueues:
     """Pending Workloads by queue, requeue backoffs, assumed admissions and the dirty record.
 
@@ -251,7 +256,7 @@ class PendingQueues:
         made meanwhile do not shift it, and skips what left the queues since.
         """
         pending, parked = self._pending, self._parked
-        releases, admissions = self._generations.get(cq_name, (0, 0))
+        generations = self._generations.get(cq_name, (0, 0))
         orders = [list(self._ordered.get(lq, ())) for lq in local_queues]
         merged: Iterable[tuple[tuple[int, datetime, str, str], WorkloadKey]] = (
             orders[0] if len(orders) == 1 else heapq.merge(*orders)
@@ -261,7 +266,7 @@ class PendingQueues:
             if entry is None or (entry.requeue_at is not None and entry.requeue_at > now):
                 continue
             mark = parked.get(key)
-            if mark is not None and mark[0] == cq_name and mark[1] == releases and mark[2] in (None, admissions):
+            if mark is not None and _still_parked(mark, cq_name, generations):
                 continue
             yield entry
 
@@ -311,16 +316,11 @@ class PendingQueues:
         parked = self._parked.get(key)
         if parked is None:
             return False
-        releases, admissions = self._generations.get(cq_name, (0, 0))
-        return parked[0] == cq_name and parked[1] == releases and parked[2] in (None, admissions)
+        return _still_parked(parked, cq_name, self._generations.get(cq_name, (0, 0)))
 
     def unpark(self, key: WorkloadKey) -> None:
         """Have cycles look at the Workload again."""
         self._parked.pop(key, None)
-
-    def parked_count(self) -> int:
-        """How many Workloads are parked (some of them may have been woken since; they are dropped when seen)."""
-        return len(self._parked)
 
     # --- dirty tracking -----------------------------------------------------------------------------
 

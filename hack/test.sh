@@ -44,6 +44,11 @@ if [ "$#" -gt 0 ]; then
   exit $?
 fi
 
+if ! command -v zsh >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "--- installing zsh (tests/cli/test_listing.py runs the zsh completion script)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh; } ||
+    echo "zsh could not be installed: its completion test is skipped and says so"
+fi
 echo "--- running the tests (controllers as processes)"
 code=0
 run_pytest || code=$?

@@ -43,7 +43,11 @@ unless fair sharing is on, see the end):
    simulated preemption). A candidate that fits is admitted; it is
    re-assigned first when an earlier candidate of the round used or holds
    quota in the same quota tree (so it never over-commits, and messages
-   tell the current shortfall).
+   tell the current shortfall). Without fair sharing, a candidate that
+   fits only by borrowing is not admitted in its round but after the last
+   one, in the same order (:func:`_decide`): a round is one set of upstream's
+   heads, and a borrower of an early round would otherwise take quota that
+   a later round's candidate within its nominal quota reclaims by preemption.
 4. A candidate that does not fit (or whose namespace the ClusterQueue's
    ``namespaceSelector`` refuses, or whose pod templates have invalid
    resources) gets reason ``Pending`` with the reason as message. Pod sets
@@ -208,10 +212,13 @@ class _Cursor:
     candidates: Iterator[PendingWorkload]
     #: ``queueingStrategy: StrictFIFO`` (read once: it is asked for every candidate left pending).
     strict_fifo: bool = False
-    #: Candidates left pending this cycle, and how many of them were parked.
+    #: Candidates not admitted in their round this cycle (left pending, or deferred to borrow), and how
+    #: many of them were parked.
     missed: int = 0
     parked: int = 0
     exhausted: bool = False
+    #: False once a StrictFIFO queue's head stays pending (or waits to borrow): nothing behind it this cycle.
+    open: bool = True
 
     def next(self) -> PendingWorkload | None:
         candidate = None if self.exhausted else next(self.candidates, None)
@@ -319,6 +326,8 @@ class _Cycle:
     held_trees: set[str] = field(default_factory=set)
     #: Stop walking a ClusterQueue after this many candidates left pending (None: walk them all).
     heads_per_queue: int | None = None
+    #: Candidates that fit only by borrowing, decided after every round (see :func:`_decide`).
+    deferred: list[_Entry] = field(default_factory=list)
 
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
         tree = self.cache.cohort_root(cq_name)
@@ -394,6 +403,8 @@ def schedule(
     try:
         while cursors:
             cursors = _run_round(cycle, cursors)
+        if cycle.deferred:
+            _decide(cycle, sorted(cycle.deferred, key=_order_key), reassign_all=True, defer=False)
     finally:
         cycle.usage.undo()  # the preemptors' held usage is for this cycle only
 
@@ -764,13 +775,6 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     entries: list[_Entry] = []
     still_open: list[_Cursor] = []
 
-    def wait(cursor: _Cursor, workload: PendingWorkload, message: str) -> None:
-        """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle."""
-        _report(result, workload, WorkloadReason.PENDING, message)
-        cursor.missed += 1
-        if cursor.strict_fifo:
-            still_open.remove(cursor)
-
     limit = cycle.heads_per_queue
     for cursor in cursors:
         if limit is not None and cursor.missed >= limit:
@@ -785,17 +789,17 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
             continue
         still_open.append(cursor)
         if not _namespace_admitted(cycle, cursor.state, workload.key[0]):
-            wait(cursor, workload, messages.NAMESPACE_MISMATCH)
+            _wait(cycle, cursor, workload, messages.NAMESPACE_MISMATCH)
             continue
         if workload.invalid is not None:
-            wait(cursor, workload, workload.invalid)
+            _wait(cycle, cursor, workload, workload.invalid)
             continue
         misfit = _known_misfit(cycle, cursor.state, workload)
         if misfit is not None:
             # Same pod sets as an earlier misfit of the cycle; one needing preemption gets here only
             # when its queue planned for another candidate (it was not weighed).
             _park(cycle, cursor, workload, misfit, weighed=False)
-            wait(cursor, workload, misfit.message)
+            _wait(cycle, cursor, workload, misfit.message)
             continue
         entry = _Entry(cursor, workload, _assign(cycle, cursor.state, workload))
         if entry.assignment.fits:
@@ -805,13 +809,47 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         entries.append(entry)
 
     entries.sort(key=_order_key)
+    _decide(cycle, entries, reassign_all=False, defer=cycle.fair_sharing is None)
+    return [cursor for cursor in still_open if cursor.open]
+
+
+def _wait(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, message: str) -> None:
+    """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle."""
+    _report(cycle.result, workload, WorkloadReason.PENDING, message)
+    cursor.missed += 1
+    if cursor.strict_fifo:
+        cursor.open = False
+
+
+def _decide(cycle: _Cycle, entries: list[_Entry], *, reassign_all: bool, defer: bool) -> None:
+    """Admit, preempt for, or leave pending each entry, in the order given.
+
+    ``defer``: an entry that fits only by borrowing is kept for the end of
+    the cycle (``cycle.deferred``), after every round, instead of being
+    admitted now. Upstream decides one head per queue per cycle, and sorts
+    a cycle's heads so that those not borrowing go first; a round here is
+    one such set of heads, and without deferring, a borrower of an early
+    round would take quota that a queue's later candidate, within its
+    nominal quota, then reclaims by preemption (most of our evictions in
+    upstream's scalability test were such reclaims). Deferred, the borrower
+    gets what the cycle's non-borrowing candidates left. In a StrictFIFO
+    queue a deferred head blocks the queue for the rest of the cycle.
+    ``reassign_all``: assign every entry again (the rounds changed the trees).
+    """
+    cache, result = cycle.cache, cycle.result
     touched_trees: set[str] = set()
     for entry in entries if cycle.fair_sharing is None else _fair_sharing_order(entries):
         state = entry.cursor.state
         tree = cache.cohort_root(state.name)
         assignment = entry.assignment
-        if tree in touched_trees:
+        if reassign_all or tree in touched_trees:
             assignment = _assign(cycle, state, entry.workload)  # an earlier entry took or holds quota there
+        if assignment.fits and assignment.borrows and defer:
+            cycle.deferred.append(entry)
+            entry.cursor.missed += 1  # counts towards heads_per_queue: not admitted in its round
+            if entry.cursor.strict_fifo:
+                entry.cursor.open = False
+            continue
         if assignment.fits:
             admission = assignment.to_admission(state.name)
             cache.assume(entry.workload.key, admission)
@@ -835,5 +873,4 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         if not preempts:
             _remember_misfit(cycle, state, entry.workload, assignment)
             _park(cycle, entry.cursor, entry.workload, assignment, weighed=weighed)
-        wait(entry.cursor, entry.workload, message)
-    return still_open
+        _wait(cycle, entry.cursor, entry.workload, message)

@@ -1316,3 +1316,24 @@ def test_heads_per_queue_asks_for_no_more_cycles_when_it_parked_nothing() -> Non
     assert [d.victim[1] for d in result.preempted] == ["low"]
     assert len(result.pending) == 2
     assert not result.more
+
+
+def test_a_borrower_waits_for_the_cycles_candidates_within_their_nominal_quota() -> None:
+    """Rounds are upstream's heads: a borrower of the first round must not take what a later round's
+    candidate within its ClusterQueue's nominal quota needs (it would then reclaim it by preemption)."""
+    cache = preemption_cohort()
+    cache.upsert_workload(workload("b-running", "4", queue="queue-b", age=1000))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("b-borrows", "2", queue="queue-b", age=300))
+    cache.upsert_workload(workload("a-1", "2", queue="queue-a", age=200))
+    cache.upsert_workload(workload("a-2", "2", queue="queue-a", age=100))
+    result = schedule(cache, NOW)
+    assert names(result) == ["a-1", "a-2"]
+    assert result.preempted == []
+    assert set(pending(result)) == {"b-borrows"}
+    # With quota left once they are in, the borrower gets it in the same cycle.
+    cache = preemption_cohort()
+    cache.upsert_workload(workload("b-1", "2", queue="queue-b", age=300))
+    cache.upsert_workload(workload("b-borrows", "4", queue="queue-b", age=250))
+    cache.upsert_workload(workload("a-1", "2", queue="queue-a", age=200))
+    assert names(schedule(cache, NOW)) == ["b-1", "a-1", "b-borrows"]

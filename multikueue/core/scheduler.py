@@ -88,7 +88,8 @@ unless fair sharing is on, see the end):
    preemption but were not weighed (their queue planned for another one
    this cycle), and any in a tree where a preemptor holds its usage this
    cycle. With ``heads_per_queue``, a cycle stops walking a ClusterQueue
-   once that many of its candidates were left pending; when it parked some
+   once that many of its candidates were not admitted in their round (left
+   pending, or deferred to borrow); when it parked some
    of them, it sets :attr:`CycleResult.more` and the queue is looked at
    again in the next cycle, which starts after them. So a cycle costs the
    Workloads that may move, not every one that waits, as upstream's one
@@ -324,7 +325,7 @@ class _Cycle:
     #: Quota trees where a preemptor holds its usage this cycle: nothing is parked there (what does not
     #: fit may fit without the hold, if the preemptor goes away before its victims do).
     held_trees: set[str] = field(default_factory=set)
-    #: Stop walking a ClusterQueue after this many candidates left pending (None: walk them all).
+    #: Stop walking a ClusterQueue after this many candidates not admitted in their round (None: walk them all).
     heads_per_queue: int | None = None
     #: Candidates that fit only by borrowing, decided after every round (see :func:`_decide`).
     deferred: list[_Entry] = field(default_factory=list)
@@ -373,7 +374,7 @@ def schedule(
     ``fair_sharing`` (the Configuration's ``fairSharing``, when set) switches
     the entry order and preemption to upstream's fair sharing.
     ``heads_per_queue`` bounds how many candidates of one ClusterQueue a cycle
-    leaves pending before it stops walking that queue (step 7).
+    does not admit in their round before it stops walking that queue (step 7).
     """
     result = CycleResult()
     dirty = cache.take_dirty(now)

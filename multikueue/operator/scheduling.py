@@ -46,8 +46,8 @@ CYCLE_COALESCE_SECONDS = 0.05
 #: ... or as long as the last cycle took, up to this: when cycles are slow (thousands pending), the events
 #: they wait for are taken in larger batches and the event loop keeps about half its time for them.
 CYCLE_COALESCE_MAX_SECONDS = 0.1
-#: A cycle stops walking a ClusterQueue after this many of its Workloads were left pending (those that
-#: do not fit are parked; the next cycle goes on after them). Upstream looks at one head per queue per
+#: A cycle stops walking a ClusterQueue after this many of its Workloads were not admitted in their round
+#: (those that do not fit are parked; the next cycle goes on after them). Upstream looks at one head per queue per
 #: cycle; walking every pending Workload of every changed queue at each cycle was most of our CPU.
 HEADS_PER_QUEUE = 8
 #: Bound on concurrent admission writes.

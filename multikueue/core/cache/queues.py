@@ -126,7 +126,6 @@ class PendingQueues:
     def __init__(self, priority_classes: Mapping[str, int]) -> None:
         self._priority_classes = priority_classes
         self._pending: dict[WorkloadKey, PendingWorkload] = {}
-        self._by_lq: dict[LocalQueueKey, set[WorkloadKey]] = {}
         #: Per LocalQueue, (queue order, key) of its Workloads, kept sorted as they come, go or move (a cycle
         #: reads the heads of every open queue; sorting thousands of unchanged entries for each cycle was
         #: most of the scheduler's CPU, and most changes of a pending entry are its own condition, written back).
@@ -192,13 +191,9 @@ class PendingQueues:
             return
         if old is None or new is None or old.local_queue != new.local_queue or old.order != new.order:
             if old is not None:
-                ordered = self._ordered[old.local_queue]
-                index = bisect.bisect_left(ordered, (old.order, key))
-                ordered.pop(index if index < len(ordered) and ordered[index][1] == key else ordered.index((old.order, key)))
-                if not ordered:
-                    del self._ordered[old.local_queue]
+                self._leave_queue(old)
             if new is not None:
-                bisect.insort(self._ordered.setdefault(new.local_queue, []), (new.order, key))
+                self._enter_queue(new)
         if old is not None:
             self._unindex(old)
         if new is not None:
@@ -213,25 +208,34 @@ class PendingQueues:
                 if entry is not None:
                     self._dirty.local_queues.add(entry.local_queue)
 
+    def _enter_queue(self, entry: PendingWorkload) -> None:
+        """Place the entry in its LocalQueue's order (and the queue among its namespace's)."""
+        bisect.insort(self._ordered.setdefault(entry.local_queue, []), (entry.order, entry.key))
+        self._lqs_by_namespace.setdefault(entry.local_queue[0], set()).add(entry.local_queue)
+
+    def _leave_queue(self, entry: PendingWorkload) -> None:
+        """Take the entry out of its LocalQueue's order; forget the queue once it is empty."""
+        ordered = self._ordered[entry.local_queue]
+        index = bisect.bisect_left(ordered, (entry.order, entry.key))
+        if index >= len(ordered) or ordered[index][1] != entry.key:
+            index = ordered.index((entry.order, entry.key))
+        ordered.pop(index)
+        if ordered:
+            return
+        del self._ordered[entry.local_queue]
+        lqs = self._lqs_by_namespace.get(entry.local_queue[0])
+        if lqs is not None:
+            lqs.discard(entry.local_queue)
+            if not lqs:
+                del self._lqs_by_namespace[entry.local_queue[0]]
+
     def _index(self, entry: PendingWorkload) -> None:
         self._pending[entry.key] = entry
-        self._by_lq.setdefault(entry.local_queue, set()).add(entry.key)
-        self._lqs_by_namespace.setdefault(entry.local_queue[0], set()).add(entry.local_queue)
         if entry.priority_class is not None:
             self._by_priority_class.setdefault(entry.priority_class, set()).add(entry.key)
 
     def _unindex(self, entry: PendingWorkload) -> None:
         del self._pending[entry.key]
-        in_queue = self._by_lq.get(entry.local_queue)
-        if in_queue is not None:
-            in_queue.discard(entry.key)
-            if not in_queue:
-                del self._by_lq[entry.local_queue]
-                lqs = self._lqs_by_namespace.get(entry.local_queue[0])
-                if lqs is not None:
-                    lqs.discard(entry.local_queue)
-                    if not lqs:
-                        del self._lqs_by_namespace[entry.local_queue[0]]
         if entry.priority_class is not None:
             keys = self._by_priority_class.get(entry.priority_class)
             if keys is not None:
@@ -272,7 +276,7 @@ class PendingQueues:
 
     def pending_count(self, key: LocalQueueKey) -> int:
         """How many Workloads wait in this LocalQueue."""
-        return len(self._by_lq.get(key, ()))
+        return len(self._ordered.get(key, ()))
 
     def with_priority_class(self, name: str) -> list[WorkloadKey]:
         """Pending Workloads whose priority comes from this WorkloadPriorityClass (a snapshot list)."""

@@ -200,8 +200,8 @@ class CycleResult:
     planned_preemption: set[str] = field(default_factory=set, repr=False, compare=False)
     #: Run another cycle at this time even without events (the earliest end of a requeue backoff).
     next_cycle_at: datetime | None = None
-    #: Run another cycle soon: a ClusterQueue's walk stopped at ``heads_per_queue`` Workloads left
-    #: pending, parked some of them, and has Workloads it did not look at.
+    #: Run another cycle soon: a ClusterQueue's walk stopped at ``heads_per_queue`` candidates not
+    #: admitted in their round, parked some of them, and may have Workloads it did not look at.
     more: bool = False
 
 
@@ -779,7 +779,7 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     limit = cycle.heads_per_queue
     for cursor in cursors:
         if limit is not None and cursor.missed >= limit:
-            # Enough heads left pending: the rest waits for a next cycle, which comes soon when this one
+            # Enough heads not admitted: the rest waits for a next cycle, which comes soon when this one
             # parked some (the walk then starts after them) and otherwise with the next change.
             if cursor.parked and not cursor.exhausted:
                 result.more = True

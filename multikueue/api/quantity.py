@@ -10,6 +10,7 @@ plain ``Decimal`` and are written in Kubernetes' canonical form.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_UP, Context, Decimal, localcontext
 from typing import Annotated, Any
@@ -117,8 +118,13 @@ def parse_quantity(value: str | int | float | Decimal) -> Decimal:
         raise ValueError(f"invalid quantity {value!r}: out of range") from err
 
 
+@functools.lru_cache(maxsize=4096)
 def format_quantity(value: Decimal | int | str, *, binary: bool | None = None) -> str:
     """Write a quantity the way Kubernetes canonicalizes it.
+
+    Memoised: a scheduling cycle writes the same few amounts into every
+    "why it waits" message and admission (equal values have one canonical
+    form, so ``Decimal("1E+3")`` and ``1000`` share an entry).
 
     Fractions below one nano unit are rounded up (away from zero), as the API
     server does. ``binary=True`` uses binary suffixes (``Ki`` ... ``Ei``) for

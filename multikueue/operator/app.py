@@ -370,6 +370,7 @@ async def run_controller(options: ControllerOptions) -> None:
             if admission is not None:
                 # The webhook configurations are written by webhook.server, not kopf (managed stays None).
                 settings.admission.server = admission
+            controller.start_feeds()
             task = asyncio.create_task(run_leadership(controller, elector, stop_leading), name="leadership")
             task.add_done_callback(lambda t: _leadership_ended(t, stop_leading, failures))
             leadership.append(task)

@@ -59,7 +59,7 @@ from multikueue.integrations.external.reconciler import ExternalReconciler
 from multikueue.integrations.external.reload import FrameworkLoader
 from multikueue.integrations.external.webhook import ExternalDefaults
 from multikueue.integrations.registry import IntegrationSet
-from multikueue.operator.feeds import register_feeds
+from multikueue.operator.feeds import WorkloadFeed, register_feeds
 from multikueue.operator.scheduling import SchedulingLoop, fair_sharing_of
 from multikueue.operator.webhook import AdmissionSource
 from multikueue.runtime.events import EventRecorder
@@ -67,6 +67,7 @@ from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.leaderelection import Stopped
 from multikueue.runtime.queue_status import QueueStatusWriter
 from multikueue.runtime.tasks import cancel_and_wait, first_of
+from multikueue.runtime.workqueue import WorkQueue
 from multikueue.runtime.writer import WorkloadWriter
 
 log = structlog.get_logger(__name__)
@@ -80,6 +81,8 @@ CATCH_UP_POLL_SECONDS = 0.1
 GC_FIRST_PASS_SECONDS = 5.0
 #: Workloads deleted while standing by that are remembered for the MultiKueue check (the most recent; the GC covers the rest).
 STANDBY_DELETIONS_KEPT = 10_000
+#: Lifecycle transitions handled at once (different Workloads; one Workload's are never concurrent).
+LIFECYCLE_WORKERS = 8
 
 WorkloadKey = tuple[str, str]
 
@@ -135,8 +138,11 @@ class Controller:
     gc: GarbageCollector | None
     #: Workers only: stops the jobs of a manager whose origin Lease expired.
     fencing: OriginFencing | None = None
-    #: Set once kopf has listed every indexed kind (the readiness probe; leading waits for it).
+    #: Set once kopf has listed every indexed kind and the Workload feed its Workloads (the readiness probe;
+    #: leading waits for it).
     synced: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set by kopf's first event of the controller's Namespace: every kind kopf indexes is listed.
+    kopf_synced: asyncio.Event = field(default_factory=asyncio.Event)
     #: Between :meth:`lead` and :meth:`follow`: the handlers that write may.
     leading: bool = False
     #: Workloads deleted while not leading, in order: their remote copies are cleaned up once leading.
@@ -144,16 +150,27 @@ class Controller:
     #: Webhooks whose set changes while running (the external kinds' defaulting), made by :meth:`register`:
     #: the process hands them to its webhook server before kopf starts it.
     admission_sources: list[AdmissionSource] = field(default_factory=list)
+    #: Workloads into the cache (our own watch, not kopf's; started by :meth:`start_feeds`).
+    workloads: WorkloadFeed = field(init=False)
+    #: Each changed Workload's lifecycle transition and listeners; runs only while leading.
+    lifecycle_queue: WorkQueue[WorkloadKey] = field(init=False)
+    _sync_task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.workloads = WorkloadFeed(
+            self.kube, self.cache, self.scheduling.notify, changed=self._workload_changed, deleted=self._workload_deleted
+        )
+        self.lifecycle_queue = WorkQueue(
+            "lifecycle",
+            self.lifecycle.workload_changed,
+            workers=LIFECYCLE_WORKERS,
+            format_key=lambda key: f"{key[0]}/{key[1]}",
+            expected=(ApiException, HTTPError, OSError),
+        )
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         """Register every kopf handler of the parts built (no daemon, timer or change handler: kopf writes nothing)."""
-        register_feeds(
-            registry,
-            self.cache,
-            self.scheduling.notify,
-            workload_changed=self._workload_changed,
-            workload_deleted=self._workload_deleted,
-        )
+        register_feeds(registry, self.cache, self.scheduling.notify)
         if self.settings.config.integrations.batch_jobs:
             self.jobs.register(registry)
         self._register_synced(registry)
@@ -171,13 +188,25 @@ class Controller:
             self.frameworks.on_loaded(defaults.apply)
             self.admission_sources.append(defaults)
 
-    async def _workload_changed(self, key: WorkloadKey) -> None:
+    def start_feeds(self) -> None:
+        """Start the Workload feed, and mark the cache synced once it and kopf's indexes have listed (on the loop)."""
+        self.workloads.start()
+        if self._sync_task is None:
+            self._sync_task = asyncio.create_task(self._mark_synced(), name="cache synced")
+
+    async def _mark_synced(self) -> None:
+        await self.kopf_synced.wait()
+        await self.workloads.synced.wait()
+        self.synced.set()
+        log.info("cache synced", workloads=len(self._cached_versions()))
+
+    def _workload_changed(self, key: WorkloadKey) -> None:
         """A Workload event: its lifecycle transition and listeners, only while leading (a standby writes nothing).
 
-        What a standby skips here, :meth:`lead_until` goes over once it leads.
+        What a standby skips here, :meth:`lead` queues once it leads (every cached Workload).
         """
         if self.leading:
-            await self.lifecycle.workload_changed(key)
+            self.lifecycle_queue.add(key)
 
     def _workload_deleted(self, key: tuple[str, str]) -> None:
         if self.multikueue is None:
@@ -193,6 +222,8 @@ class Controller:
     async def stop(self) -> None:
         """Shut down (kopf's clean-up, after the leadership loop ended): whatever still runs, and the external watches."""
         await self.follow()
+        await cancel_and_wait(self._sync_task)
+        await self.workloads.stop()
         await self.frameworks.stop()
         await self.external.stop()
         await self.events.stop()
@@ -200,25 +231,22 @@ class Controller:
     # -- leadership ---------------------------------------------------------------------
 
     def _register_synced(self, registry: kopf.OperatorRegistry) -> None:
-        """Mark the cache synced at the first event of the controller's Namespace.
+        """Note kopf's indexes complete at the first event of the controller's Namespace.
 
         kopf holds every non-indexing handler until the initial listing of
         every indexed kind is in the indexes (the cache), so the first event
-        handled here means the cache holds the whole cluster.
+        handled here means the cache holds every kind kopf feeds.
         """
         namespace = self.settings.namespace
 
         @kopf.on.event("", "v1", "namespaces", registry=registry, id="synced", when=lambda name, **_: name == namespace)
         async def synced(**_: Any) -> None:
-            if not self.synced.is_set():
-                self.synced.set()
-                log.info("cache synced", workloads=len(self._cached_versions()))
+            self.kopf_synced.set()
 
     async def lead_until(self, stopped: Stopped) -> None:
         """Act as the leader until ``stopped``: catch up, start everything, schedule; then stop everything."""
         log.info("leadership taken: catching up with the API server", namespace=self.settings.namespace)
         gc_task: asyncio.Task[None] | None = None
-        resync_task: asyncio.Task[None] | None = None
         try:
             await self._wait_synced(stopped)
             if stopped:
@@ -227,13 +255,11 @@ class Controller:
             if stopped:
                 return
             self.lead()
-            resync_task = asyncio.create_task(self._resync_workloads(stopped), name="multikueue lifecycle resync")
             if self.gc is not None:
                 gc_task = asyncio.create_task(self._collect_garbage(stopped), name="multikueue gc")
             await self.scheduling.run(stopped)
         finally:
             self.leading = False  # first: no handler writes from here on
-            await cancel_and_wait(resync_task)
             await cancel_and_wait(gc_task)
             # Shielded: kopf cancels a daemon that is slow to exit, and a half-done stop would leave
             # worker connections running on a replica that no longer leads.
@@ -254,6 +280,9 @@ class Controller:
         """Start the parts that act (the cache is current): queues, worker connections, Events, resyncs."""
         self._drop_assumptions()
         self.leading = True
+        # Every cached Workload's transition once: a standby skipped them (the integrations and the
+        # MultiKueue check re-add what they own as their queues start; this also wakes them per Workload).
+        self.lifecycle_queue.start(resync=lambda: [key for key, _ in self.cache.workloads_items()])
         self.events.start()
         self.jobs.start()
         self.external.start()
@@ -276,6 +305,9 @@ class Controller:
         self.leading = False
         loop = asyncio.get_running_loop()
         took: dict[str, float] = {}
+        start = loop.time()
+        await self.lifecycle_queue.stop()
+        took["lifecycle"] = round(loop.time() - start, 3)
         start = loop.time()
         if self.multikueue is not None:
             await self.multikueue.stop()
@@ -310,26 +342,6 @@ class Controller:
             self.cache.forget(key)
         if stale:
             log.info("assumed admissions of the previous term dropped", workloads=len(stale))
-
-    async def _resync_workloads(self, stopped: Stopped) -> None:
-        """Each cached Workload's lifecycle transition and listeners once, as a kopf re-list would.
-
-        A standby skipped them (:meth:`_workload_changed`); the queues of the
-        integrations and the MultiKueue check re-add what they own as they
-        start, this covers the transitions (Admitted, finalizer, deactivation)
-        and wakes the integrations of each Workload.
-        """
-        keys = [key for key, _ in self.cache.workloads_items()]
-        failed = 0
-        for key in keys:
-            if stopped:
-                return
-            try:
-                await self.lifecycle.workload_changed(key)
-            except (ApiException, HTTPError, OSError) as exc:
-                failed += 1  # the next event of that Workload retries it, as for a kopf event handler
-                log.debug("lifecycle resync failed", workload=f"{key[0]}/{key[1]}", error=str(exc)[:200])
-        log.info("lifecycle resync done", workloads=len(keys), failed=failed)
 
     async def catch_up(self, stopped: Stopped) -> None:
         """Wait until the cache holds every Workload at least as new as the API server lists it.

@@ -15,7 +15,7 @@ An :class:`Informer` is the single list + watch implementation of the project
   dicts, without ``metadata.managedFields`` (nothing reads them, and they
   are about half of an object's memory), reachable by key or through named
   indexes;
-- **cheap events**: each watch line is parsed by one ``json.loads`` (the
+- **cheap events**: each watch line is parsed once, by orjson (the
   client's own deserialisation dumps and re-parses every object, a fifth of
   the manager's CPU under load); bookmarks only move the resourceVersion on;
 - **a free event loop**: the blocking client runs in a thread per watch and in
@@ -63,7 +63,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from multikueue.api.resources import ResourceRef
-from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.kube import AsyncKube, decode_json
 from multikueue.runtime.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)
@@ -104,11 +104,21 @@ def brief(exc: BaseException) -> str:
 
 
 class Store:
-    """Current objects by (namespace, name), plus named indexes; pure, no I/O."""
+    """Current objects by (namespace, name), plus named indexes; pure, no I/O.
 
-    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+    With ``keep_objects=False`` it holds only the keys: enough to tell a
+    consumer which objects a relist no longer has, for a consumer that keeps
+    its own parse of each object (the Workload feed: the cache holds every
+    Workload already, a second copy here would double the memory). Its
+    ``DELETED`` events then carry only ``metadata.namespace`` and ``name``.
+    """
+
+    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None, *, keep_objects: bool = True) -> None:
+        if indexers and not keep_objects:
+            raise ValueError("a store that keeps only keys has nothing to index")
         self.indexers = dict(indexers or {})
-        self.objects: dict[ObjectKey, Obj] = {}
+        self.keep_objects = keep_objects
+        self.objects: dict[ObjectKey, Obj | None] = {}
         self._indices: dict[str, dict[str, set[ObjectKey]]] = {name: {} for name in self.indexers}
 
     def __len__(self) -> int:
@@ -118,6 +128,7 @@ class Store:
         return key in self.objects
 
     def get(self, key: ObjectKey) -> Obj | None:
+        """The object at ``key`` (always None when the store keeps only keys)."""
         return self.objects.get(key)
 
     def keys_by_index(self, index: str, value: str) -> set[ObjectKey]:
@@ -125,7 +136,7 @@ class Store:
         return set(self._indices[index].get(value, ()))
 
     def by_index(self, index: str, value: str) -> list[Obj]:
-        return [self.objects[k] for k in sorted(self.keys_by_index(index, value))]
+        return [obj for k in sorted(self.keys_by_index(index, value)) if (obj := self.objects[k]) is not None]
 
     def apply(self, event_type: str, obj: Obj) -> None:
         """Apply one watch event."""
@@ -137,7 +148,9 @@ class Store:
     def replace(self, items: Iterable[Obj]) -> list[tuple[str, Obj]]:
         """Take a fresh listing; return the events that lead a consumer from the old content to it."""
         fresh = {object_key(o): o for o in items}
-        events: list[tuple[str, Obj]] = [(DELETED, old) for key, old in self.objects.items() if key not in fresh]
+        events: list[tuple[str, Obj]] = [
+            (DELETED, old if old is not None else _stub(key)) for key, old in self.objects.items() if key not in fresh
+        ]
         events += [(MODIFIED if key in self.objects else ADDED, obj) for key, obj in fresh.items()]
         self.objects = {}
         self._indices = {name: {} for name in self.indexers}
@@ -161,14 +174,14 @@ class Store:
             meta.pop("managedFields", None)
         key = object_key(obj)
         self._remove(key)
-        self.objects[key] = obj
+        self.objects[key] = obj if self.keep_objects else None
         for index, values in self._indices.items():
             for value in self._values(index, obj):
                 values.setdefault(value, set()).add(key)
 
     def _remove(self, key: ObjectKey) -> None:
         old = self.objects.pop(key, None)
-        if old is None:
+        if old is None:  # absent, or a store of keys only (no index to update)
             return
         for index, values in self._indices.items():
             for value in self._values(index, old):
@@ -177,6 +190,11 @@ class Store:
                     keys.discard(key)
                     if not keys:
                         del values[value]
+
+
+def _stub(key: ObjectKey) -> Obj:
+    """What a store of keys only hands over for a deleted object: its namespace and name."""
+    return {"metadata": {"namespace": key[0], "name": key[1]}}
 
 
 @dataclass
@@ -202,6 +220,7 @@ class Informer:
         namespace: str | None = None,
         field_selector: str = "",
         indexers: Mapping[str, IndexFunc] | None = None,
+        keep_objects: bool = True,
         on_health: Callable[["Informer"], None] | None = None,
         not_usable: Collection[int] = (),
         cluster: str = "",
@@ -220,7 +239,7 @@ class Informer:
         self.not_usable = frozenset(not_usable)
         self.cluster = cluster
         self.watch_seconds = watch_seconds
-        self.store = Store(indexers)
+        self.store = Store(indexers, keep_objects=keep_objects)
         self.state = InformerState.PENDING
         #: Set after the first successful listing (and never cleared).
         self.synced = asyncio.Event()
@@ -459,13 +478,13 @@ _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
 
 
 def loads(data: str | bytes) -> Any:
-    """``json.loads``, falling back to :func:`loads_deep` when the document nests too deeply for it.
+    """:func:`~multikueue.runtime.kube.decode_json`, falling back to :func:`loads_deep` when the document nests too deeply.
 
     The fallback is logged: it means an object nested about a thousand
     levels deep (see the module docstring).
     """
     try:
-        return json.loads(data)
+        return decode_json(data)
     except RecursionError:
         text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
         log.warning("JSON nested too deeply for the fast parser: parsed without recursion; "

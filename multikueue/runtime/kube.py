@@ -14,6 +14,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
+import orjson
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -25,6 +26,19 @@ T = TypeVar("T")
 REQUEST_TIMEOUT = (5, 30)
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+
+
+def decode_json(data: str | bytes) -> Any:
+    """Parse JSON with orjson (several times faster: every watch event and write answer goes through here).
+
+    What orjson refuses but ``json`` reads (integers beyond 64 bits, nesting
+    deeper than 1,024 levels, in kinds that keep unknown fields) goes to
+    ``json``, which raises as before for what is not JSON.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def load_api_client(kubeconfig: str | None, pool_size: int) -> client.ApiClient:
@@ -47,8 +61,6 @@ class AsyncKube:
     def __init__(self, api: client.ApiClient, workers: int = 32) -> None:
         self.api = api
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
-        self._custom = client.CustomObjectsApi(api)
-        self._core = client.CoreV1Api(api)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -78,7 +90,7 @@ class AsyncKube:
         body: Any = None,
         content_type: str | None = None,
         query: list[tuple[str, str]] | None = None,
-        decode: Callable[[bytes], Any] = json.loads,
+        decode: Callable[[bytes], Any] = decode_json,
     ) -> Any:
         """One request through the client's auth and connection pool; JSON in, JSON out (read by ``decode``)."""
         headers = {"Accept": "application/json"}
@@ -108,7 +120,7 @@ class AsyncKube:
         ref: ResourceRef,
         label_selector: str = "",
         *,
-        decode: Callable[[bytes], Any] = json.loads,
+        decode: Callable[[bytes], Any] = decode_json,
         namespace: str | None = None,
         field_selector: str = "",
     ) -> dict[str, Any]:
@@ -202,7 +214,12 @@ class AsyncKube:
     # -- core ------------------------------------------------------------
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        await self.call(self._core.create_namespaced_event, namespace, body)
+        """Post an Event; the answer is not read (the client's typed call would build a model of it, for nothing)."""
+        await self.call(self._request, "POST", f"/api/v1/namespaces/{namespace}/events", body, None, None, _ignore)
+
+
+def _ignore(_: bytes) -> None:
+    return None
 
 
 def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:

@@ -58,7 +58,8 @@ def test_without_batch_job_no_job_is_watched_defaulted_or_dispatched(role: str) 
     assert "jobs" not in watched(registry)
     assert webhook_ids(registry) == []
     assert ctl.integrations.for_kind("batch/v1", "Job") is None
-    assert "workloads" in watched(registry), "queues and Workloads are still admitted"
+    assert "localqueues" in watched(registry), "queues and Workloads are still admitted"
+    assert ctl.workloads.informer.ref.plural == "workloads", "Workloads come through the controller's own feed"
 
 
 def test_the_webhook_configurations_are_written_empty_without_batch_job() -> None:

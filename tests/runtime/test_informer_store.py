@@ -127,3 +127,23 @@ def test_stored_objects_keep_no_managed_fields() -> None:
     store.apply(ADDED, watched)
     assert all("managedFields" not in o["metadata"] for o in store.objects.values())
     assert store.get(("ns", "a"))["metadata"]["resourceVersion"] == "1"  # type: ignore[index]
+
+
+def test_a_store_of_keys_only_keeps_no_object_and_still_hands_over_deletions() -> None:
+    """The Workload feed's store: the cache holds each Workload's parse, the store only what a relist needs."""
+    store = Store(keep_objects=False)
+    store.apply(ADDED, obj("a"))
+    store.apply(ADDED, obj("b"))
+    store.apply(MODIFIED, obj("a", version="2"))
+    assert len(store) == 2 and ("ns", "a") in store
+    assert store.get(("ns", "a")) is None, "no object is kept"
+    events = store.replace([obj("b", version="3"), obj("c")])
+    assert events == [
+        (DELETED, {"metadata": {"namespace": "ns", "name": "a"}}),
+        (MODIFIED, obj("b", version="3")),
+        (ADDED, obj("c")),
+    ]
+    store.apply(DELETED, obj("b"))
+    assert len(store) == 1
+    with pytest.raises(ValueError):
+        Store({"prebuilt": by_prebuilt}, keep_objects=False)

@@ -220,6 +220,8 @@ class _Cursor:
     exhausted: bool = False
     #: False once a StrictFIFO queue's head stays pending (or waits to borrow): nothing behind it this cycle.
     open: bool = True
+    #: True once a candidate was deferred to borrow: the queue's later candidates are deferred behind it.
+    deferring: bool = False
 
     def next(self) -> PendingWorkload | None:
         candidate = None if self.exhausted else next(self.candidates, None)
@@ -404,8 +406,7 @@ def schedule(
     try:
         while cursors:
             cursors = _run_round(cycle, cursors)
-        if cycle.deferred:
-            _decide(cycle, sorted(cycle.deferred, key=_order_key), reassign_all=True, defer=False)
+        _decide_deferred(cycle)
     finally:
         cycle.usage.undo()  # the preemptors' held usage is for this cycle only
 
@@ -814,6 +815,17 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
     return [cursor for cursor in still_open if cursor.open]
 
 
+def _decide_deferred(cycle: _Cycle) -> None:
+    """Decide the deferred candidates after the cycle's last round: round by round, each queue's in queue order."""
+    by_queue: dict[int, list[_Entry]] = {}
+    for entry in cycle.deferred:  # in the order deferred: each queue's in its queue order
+        by_queue.setdefault(id(entry.cursor), []).append(entry)
+    queues = list(by_queue.values())
+    for depth in range(max((len(entries) for entries in queues), default=0)):
+        round_ = [entries[depth] for entries in queues if len(entries) > depth]
+        _decide(cycle, sorted(round_, key=_order_key), reassign_all=True, defer=False)
+
+
 def _wait(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, message: str) -> None:
     """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle."""
     _report(cycle.result, workload, WorkloadReason.PENDING, message)
@@ -835,6 +847,16 @@ def _decide(cycle: _Cycle, entries: list[_Entry], *, reassign_all: bool, defer: 
     upstream's scalability test were such reclaims). Deferred, the borrower
     gets what the cycle's non-borrowing candidates left. In a StrictFIFO
     queue a deferred head blocks the queue for the rest of the cycle.
+
+    Once a queue has a deferred candidate, its later candidates of the
+    cycle are deferred too, fitting or not, and the deferred are decided in
+    rounds again, so each queue's stay in queue order
+    (:func:`_decide_deferred`): upstream decides no Workload of a
+    ClusterQueue before that queue's head. Admitted in its round, a
+    lower-priority Workload behind a deferred borrower took the quota the
+    borrower then needed, and the borrower preempted it, cycle after cycle
+    (most of our evictions in upstream's scalability test after the
+    deferral were such).
     ``reassign_all``: assign every entry again (the rounds changed the trees).
     """
     cache, result = cycle.cache, cycle.result
@@ -845,8 +867,9 @@ def _decide(cycle: _Cycle, entries: list[_Entry], *, reassign_all: bool, defer: 
         assignment = entry.assignment
         if reassign_all or tree in touched_trees:
             assignment = _assign(cycle, state, entry.workload)  # an earlier entry took or holds quota there
-        if assignment.fits and assignment.borrows and defer:
+        if defer and (entry.cursor.deferring or (assignment.fits and assignment.borrows)):
             cycle.deferred.append(entry)
+            entry.cursor.deferring = True
             entry.cursor.missed += 1  # counts towards heads_per_queue: not admitted in its round
             if entry.cursor.strict_fifo:
                 entry.cursor.open = False

@@ -115,14 +115,15 @@ class Controller:
 
 
 def print_our_counts(log: Path) -> None:
-    """Our controller's Workload writes by kind and its scheduling cycles (from its "controller stopped" log line)."""
+    """Our controller's Workload and queue status writes by kind and its scheduling cycles (its "controller stopped" line)."""
     for line in reversed(log.read_text(errors="replace").splitlines()):
         if "controller stopped" in line:
             try:
                 fields = json.loads(line[line.index("{"):])
             except ValueError:
                 fields = {"line": line}
-            print(f"ours: writes {fields.get('workload_writes')}, scheduling cycles {fields.get('scheduling_cycles')}", flush=True)
+            print(f"ours: writes {fields.get('workload_writes')}, queue status writes {fields.get('queue_status_writes')}, "
+                  f"scheduling cycles {fields.get('scheduling_cycles')}", flush=True)
             return
     print('ours: no "controller stopped" line in its log', flush=True)
 

@@ -391,7 +391,12 @@ async def run_controller(options: ControllerOptions) -> None:
             if failures:
                 return  # run_controller raises LeadershipFailed once kopf returns: the process exits non-zero
             # Our part is over: every write was answered or given up on, the Lease released.
-            log.info("controller stopped", workload_writes=dict(controller.writer.writes), scheduling_cycles=controller.scheduling.cycles)
+            log.info(
+                "controller stopped",
+                workload_writes=dict(controller.writer.writes),
+                queue_status_writes=dict(controller.scheduling.queue_status.writes),
+                scheduling_cycles=controller.scheduling.cycles,
+            )
             if not stop_kopf.is_set():
                 return  # kopf is stopping on its own (an error of its own): let it end and say why
             grace = threading.Timer(TEARDOWN_GRACE_SECONDS, _exit_after_teardown_grace)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+from urllib.parse import urlencode
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
 import orjson
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.rest import ApiException, RESTResponse
+from urllib3 import Timeout
 
 from multikueue.api.resources import ResourceRef
 
@@ -24,6 +26,7 @@ T = TypeVar("T")
 
 #: Seconds for one request (connect, read); a hung connection must not hold a write slot forever.
 REQUEST_TIMEOUT = (5, 30)
+_TIMEOUT = Timeout(connect=REQUEST_TIMEOUT[0], read=REQUEST_TIMEOUT[1])
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -92,23 +95,34 @@ class AsyncKube:
         query: list[tuple[str, str]] | None = None,
         decode: Callable[[bytes], Any] = decode_json,
     ) -> Any:
-        """One request through the client's auth and connection pool; JSON in, JSON out (read by ``decode``)."""
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        _, url, headers, body, _ = self.api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query or [],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
+        """One request through the client's auth and connection pool; JSON in, JSON out (read by ``decode``).
+
+        Straight to the client's urllib3 pool, with the client's own headers
+        and auth (a refreshed token included): its generic path walks the
+        body to sanitise it and serialises it again with ``json``, a fifth
+        of this thread's time under load for bodies that are plain JSON.
+        """
+        headers = {**self.api.default_headers, "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        self.api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
+        url = self.api.configuration.host + path
+        if query:
+            url += "?" + urlencode(query)
+        raw = self.api.rest_client.pool_manager.request(
+            method, url, body=None if body is None else self._encode(body), headers=headers, timeout=_TIMEOUT, preload_content=True
         )
-        response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=REQUEST_TIMEOUT)
+        response = RESTResponse(raw)
         response.read()
         if not 200 <= response.status <= 299:
             raise ApiException(http_resp=response)
         return decode(response.data) if response.data else None
+
+    def _encode(self, body: Any) -> bytes:
+        try:
+            return orjson.dumps(body)
+        except TypeError:  # orjson.JSONEncodeError: a type it does not write (non-string keys...): the client's way
+            return json.dumps(self.api.sanitize_for_serialization(body)).encode()
 
     async def discover(self, group: str, version: str) -> dict[str, Any]:
         """The API server's resource list for ``group/version`` (discovery); 404 when not served."""

@@ -106,6 +106,8 @@ class QueueStatusWriter:
         self.kube = kube
         self.cache = cache
         self._written: dict[tuple[str, str, str], dict[str, Any]] = {}
+        #: Status writes made, by kind (``ClusterQueue``, ``LocalQueue``): logged at stop, read by the benchmarks.
+        self.writes: dict[str, int] = {"ClusterQueue": 0, "LocalQueue": 0}
 
     async def sync(self) -> None:
         queues: list[tuple[str, ClusterQueue, ClusterQueueStatusView]] = []
@@ -148,6 +150,7 @@ class QueueStatusWriter:
         try:
             await self.kube.patch(ref, namespace or None, name, {"status": status}, status=True)
             self._written[key] = wanted
+            self.writes["ClusterQueue" if kind == "cq" else "LocalQueue"] += 1
         except ApiException as exc:
             if exc.status != 404:
                 log.warning("queue status not written", queue=name, kind=kind, status=exc.status, error=exc.reason)

@@ -62,7 +62,7 @@ REFRESHED_KEPT = 4096
 #: After a "why it waits" write refused as stale, look at the Workload again this much later.
 RECHECK_SECONDS = 0.5
 #: How often queue status is compared and written at most.
-QUEUE_STATUS_SECONDS = 0.5
+QUEUE_STATUS_SECONDS = 1.0
 #: When the loop stops, how long reservations and evictions already sent may take to be answered.
 DRAIN_SECONDS = 2.0
 

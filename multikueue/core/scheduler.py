@@ -189,6 +189,33 @@ class PreemptionDecision:
 
 
 @dataclass
+class CycleMemo:
+    """What one cycle hands the next: values derived from the cache's objects, never a decision.
+
+    The cache hands back the same :class:`QuotaHolder` object while its
+    Workload, quota and priority are unchanged, so what preemption weighs
+    of a holder (:func:`_candidate`) is built once per holder, not once per
+    holder and cycle (``now`` only stands in for a missing
+    ``creationTimestamp``, which the API server always sets). ``schedule``
+    keeps what its cycle used and drops the rest once the memo has grown to
+    twice that.
+    """
+
+    candidates: dict[WorkloadKey, tuple[QuotaHolder, AdmittedWorkload]] = field(default_factory=dict)
+
+    def candidate(self, holder: QuotaHolder, now: datetime, used: set[WorkloadKey]) -> AdmittedWorkload:
+        used.add(holder.key)
+        known = self.candidates.get(holder.key)
+        if known is None or known[0] is not holder:
+            known = self.candidates[holder.key] = (holder, _candidate(holder, now))
+        return known[1]
+
+    def prune(self, used: set[WorkloadKey]) -> None:
+        if len(self.candidates) > 2 * len(used) + 1024:
+            self.candidates = {key: known for key, known in self.candidates.items() if key in used}
+
+
+@dataclass
 class CycleResult:
     """What one cycle decided, in decision order."""
 
@@ -331,6 +358,9 @@ class _Cycle:
     heads_per_queue: int | None = None
     #: Candidates that fit only by borrowing, decided after every round (see :func:`_decide`).
     deferred: list[_Entry] = field(default_factory=list)
+    memo: CycleMemo = field(default_factory=CycleMemo)
+    #: Holders whose candidate this cycle used (what :meth:`CycleMemo.prune` keeps).
+    memo_used: set[WorkloadKey] = field(default_factory=set)
 
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
         tree = self.cache.cohort_root(cq_name)
@@ -349,7 +379,7 @@ class _Cycle:
         found = self.victims_by_tree.get(tree)
         if found is None:
             found = self.victims_by_tree[tree] = {
-                h.key: _candidate(h, self.now) for h in self.holders_of(cq_name) if not h.assumed
+                h.key: self.memo.candidate(h, self.now, self.memo_used) for h in self.holders_of(cq_name) if not h.assumed
             }
         return found
 
@@ -369,7 +399,12 @@ class _Cycle:
 
 
 def schedule(
-    cache: Cache, now: datetime, fair_sharing: FairSharing | None = None, *, heads_per_queue: int | None = None
+    cache: Cache,
+    now: datetime,
+    fair_sharing: FairSharing | None = None,
+    *,
+    heads_per_queue: int | None = None,
+    memo: CycleMemo | None = None,
 ) -> CycleResult:
     """Run one scheduling cycle over the queues that changed since the last one (see the module docstring).
 
@@ -377,6 +412,7 @@ def schedule(
     the entry order and preemption to upstream's fair sharing.
     ``heads_per_queue`` bounds how many candidates of one ClusterQueue a cycle
     does not admit in their round before it stops walking that queue (step 7).
+    ``memo``: what the previous cycle derived and may hand on (:class:`CycleMemo`); a fresh one without.
     """
     result = CycleResult()
     dirty = cache.take_dirty(now)
@@ -402,13 +438,14 @@ def schedule(
         candidates = cache.candidates(cq_name, _open_local_queues(cache, cq_name), now)
         cursors.append(_Cursor(state, candidates, strict_fifo=state.strict_fifo))
 
-    cycle = _Cycle(cache, result, now, fair_sharing, heads_per_queue=heads_per_queue)
+    cycle = _Cycle(cache, result, now, fair_sharing, heads_per_queue=heads_per_queue, memo=memo or CycleMemo())
     try:
         while cursors:
             cursors = _run_round(cycle, cursors)
         _decide_deferred(cycle)
     finally:
         cycle.usage.undo()  # the preemptors' held usage is for this cycle only
+        cycle.memo.prune(cycle.memo_used)
 
     result.next_cycle_at = cache.next_requeue_at()
     return result

@@ -33,7 +33,7 @@ from multikueue.api.meta import utcnow
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache, WorkloadKey
 from multikueue.core.fairsharing import FairSharing
-from multikueue.core.scheduler import AdmissionDecision, PendingUpdate, PreemptionDecision, schedule
+from multikueue.core.scheduler import AdmissionDecision, CycleMemo, PendingUpdate, PreemptionDecision, schedule
 from multikueue.runtime import metrics
 from multikueue.runtime.leaderelection import Stopped
 from multikueue.runtime.queue_status import QueueStatusWriter
@@ -174,6 +174,7 @@ class SchedulingLoop:
         cache.fair_sharing_status = fair_sharing is not None  # ClusterQueue status.fairSharing, as upstream
         self.writer = writer
         self.queue_status = queue_status
+        self._memo = CycleMemo()
         self.cycles = 0
         self._wake = asyncio.Event()
         #: Victims whose eviction is written or in flight -> the resourceVersion it was decided on:
@@ -332,7 +333,9 @@ class SchedulingLoop:
                 self._wake.clear()
                 started = time.monotonic()
                 with metrics.SCHEDULING_CYCLE.time():
-                    result = schedule(self.cache, utcnow(), self.fair_sharing, heads_per_queue=HEADS_PER_QUEUE)
+                    result = schedule(
+                        self.cache, utcnow(), self.fair_sharing, heads_per_queue=HEADS_PER_QUEUE, memo=self._memo
+                    )
                 took = time.monotonic() - started
                 coalesce = min(CYCLE_COALESCE_MAX_SECONDS, max(CYCLE_COALESCE_SECONDS, took))
                 next_cycle_at = result.next_cycle_at

@@ -1371,3 +1371,34 @@ def test_the_candidates_behind_a_deferred_borrower_wait_for_it() -> None:
     cache.upsert_workload(workload("large", "4", queue="queue-a", priority=10, age=20))
     cache.upsert_workload(workload("medium", "1", queue="queue-a", priority=5, age=30))
     assert names(schedule(cache, NOW)) == ["large", "medium"]
+
+
+def test_the_cycle_memo_weighs_each_holder_once_until_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preemptor waiting for its victims is planned again each cycle; the holders it weighs are built once."""
+    from multikueue.core import scheduler
+
+    built: list[str] = []
+    real = scheduler._candidate
+
+    def counting(holder: Any, now: datetime) -> Any:
+        built.append(holder.key[1])
+        return real(holder, now)
+
+    monkeypatch.setattr(scheduler, "_candidate", counting)
+    memo = scheduler.CycleMemo()
+    cache = seed_cache(**LOWER)
+    for name, age in (("low-a", 30), ("low-b", 20)):
+        cache.upsert_workload(workload(name, "4", priority=0, age=age))
+    admit_all(cache, schedule(cache, NOW, memo=memo))
+    cache.upsert_workload(workload("high", "8", priority=10))
+    assert schedule(cache, NOW, memo=memo).preempted
+    assert sorted(built) == ["low-a", "low-b"]
+    cache.recheck(("default", "high"))  # planned again next cycle (its victims not evicted yet)
+    assert schedule(cache, NOW, memo=memo).preempted
+    assert sorted(built) == ["low-a", "low-b"], "unchanged holders are not weighed again"
+    low_a = cache.workload(("default", "low-a"))
+    assert low_a is not None
+    cache.upsert_workload(low_a.model_copy(update={"metadata": low_a.metadata.model_copy(update={"labels": {"x": "y"}})}))
+    cache.recheck(("default", "high"))
+    assert schedule(cache, NOW, memo=memo).preempted
+    assert sorted(built) == ["low-a", "low-a", "low-b"], "a changed holder is weighed again"

@@ -117,6 +117,11 @@ class Cache:
         #: Report ``status.fairSharing.weightedShare`` in ClusterQueue status views (fair sharing is on);
         #: set by whoever runs the scheduler with fair sharing.
         self.fair_sharing_status = False
+        #: Per Workload, the holder :meth:`quota_holders` last built and what it was built from: the same
+        #: object comes back while none of that changed, so consumers may key their own work on it.
+        self._holders: dict[WorkloadKey, tuple[Workload, Contribution, bool, int, QuotaHolder]] = {}
+        #: Bumped when a WorkloadPriorityClass changes (holders' priorities may have).
+        self._priorities_version = 0
 
     def _mark_trees(self, cq_names: Iterable[str], *, released: bool = True) -> None:
         """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree (``released``: quota may
@@ -194,6 +199,7 @@ class Cache:
             self._priority_class_changed(name)
 
     def _priority_class_changed(self, name: str) -> None:
+        self._priorities_version += 1
         for key in self._queues.with_priority_class(name):
             self._sync_workload(key)
 
@@ -254,6 +260,7 @@ class Cache:
     def delete_workload(self, key: WorkloadKey) -> None:
         """Forget a Workload; the quota it held (or was assumed to hold) is released."""
         removed = self._store.remove_workload(key)
+        self._holders.pop(key, None)
         if self._queues.drop_assumption(key) or removed:
             self._sync_workload(key)
 
@@ -422,15 +429,25 @@ class Cache:
 
         Assumed admissions (decided this cycle, not yet written) are included
         and flagged: their quota counts, but they are not for preempting.
+        A holder whose Workload, contribution, assumption and priority classes
+        are unchanged is the same object as last time (built once, not per
+        cycle: a busy tree has hundreds of holders and a cycle every 50 ms).
         """
         holders = []
+        version = self._priorities_version
         for key, contribution in self._tree.holders_in_tree(cq_name):
             workload = self._store.workload(key)
             if workload is None:
                 continue
+            assumed = self._queues.assumption(key) is not None
+            known = self._holders.get(key)
+            if known is not None and known[0] is workload and known[1] is contribution and known[2] == assumed and known[3] == version:
+                holders.append(known[4])
+                continue
             priority, _ = self._queues.priority_of(workload)
-            holders.append(QuotaHolder(key, workload, contribution.cluster_queue, contribution.usage, priority,
-                                       assumed=self._queues.assumption(key) is not None))  # fmt: skip
+            holder = QuotaHolder(key, workload, contribution.cluster_queue, contribution.usage, priority, assumed=assumed)
+            self._holders[key] = (workload, contribution, assumed, version, holder)
+            holders.append(holder)
         return holders
 
     def priority_class_value(self, name: str) -> int | None:

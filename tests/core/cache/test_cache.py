@@ -116,3 +116,23 @@ def test_quota_holders_are_the_whole_cohort_trees_with_priorities_and_assumption
     assert [h.key[1] for h in cache.quota_holders("alone")] == ["alone"]
     cache.delete_workload(("default", "in-b"))
     assert {h.key[1] for h in cache.quota_holders("b")} == {"in-a", "new"}
+
+
+def test_a_quota_holder_is_built_once_while_nothing_it_comes_from_changes(build: Build) -> None:
+    """The scheduler keys what preemption weighs of a holder on the holder object (``CycleMemo``)."""
+    cache = seeded(build)
+    reserved = [build.condition("QuotaReserved", "True", "QuotaReserved")]
+    cache.upsert_workload(build.workload("w", labels={"kueue.x-k8s.io/priority-class": "high"},
+                                         admission=build.admission("a").to_dict(), conditions=reserved))  # fmt: skip
+    [first] = cache.quota_holders("a")
+    assert cache.quota_holders("b") == [first] and cache.quota_holders("b")[0] is first, "same object, from either queue"
+    cache.upsert_priority_class(build.priority_class("high", 7))
+    [repriced] = cache.quota_holders("a")
+    assert repriced is not first and repriced.priority == 7
+    cache.upsert_workload(build.workload("w", labels={"kueue.x-k8s.io/priority-class": "high", "changed": "yes"},
+                                         admission=build.admission("a").to_dict(), conditions=reserved))  # fmt: skip
+    [changed] = cache.quota_holders("a")
+    assert changed is not repriced and changed.workload.metadata.labels["changed"] == "yes"
+    assert cache.quota_holders("a")[0] is changed
+    cache.delete_workload(("default", "w"))
+    assert cache.quota_holders("a") == []

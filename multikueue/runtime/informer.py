@@ -1,7 +1,7 @@
 """One kind on one cluster, listed then watched, kept in a local store.
 
 An :class:`Informer` is the single list + watch implementation of the project
-(worker connections and external-framework watches share it). It guarantees:
+(worker connections, external-framework watches and the Workload feed share it). It guarantees:
 
 - **convergence**: the store is filled by a listing, then kept current by a
   watch started at the listing's resourceVersion. Whenever the watch cannot
@@ -14,7 +14,8 @@ An :class:`Informer` is the single list + watch implementation of the project
   seen (bookmarks included), without a relist. The store keeps the JSON
   dicts, without ``metadata.managedFields`` (nothing reads them, and they
   are about half of an object's memory), reachable by key or through named
-  indexes;
+  indexes, or only the keys (``keep_objects=False``, for a consumer that
+  keeps its own parse);
 - **cheap events**: each watch line is parsed once, by orjson (the
   client's own deserialisation dumps and re-parses every object, a fifth of
   the manager's CPU under load); bookmarks only move the resourceVersion on;

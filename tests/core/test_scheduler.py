@@ -1339,38 +1339,34 @@ def test_a_borrower_waits_for_the_cycles_candidates_within_their_nominal_quota()
     assert names(schedule(cache, NOW)) == ["b-1", "a-1", "b-borrows"]
 
 
-def test_the_candidates_behind_a_deferred_borrower_wait_for_it() -> None:
-    """Upstream decides no Workload of a ClusterQueue before its head: a lower-priority Workload behind a
-    head deferred to borrow is not admitted past it. Admitted, it took the quota the head then needed, and
-    the head preempted it; in upstream's scalability test the same Workloads were admitted and preempted
-    by the same head several times over."""
+def borrowing_head(cq_b_cpu: int, **cq_a_spec: Any) -> Cache:
+    """cq-a (4 cpu, 3 in use) and cq-b share a cohort; cq-a's head "large" (4 cpu) fits only by borrowing,
+    "medium" (1 cpu, lower priority) behind it fits within cq-a's nominal quota."""
     cache = Cache()
     cache.upsert_namespace("default", {})
     cache.upsert_flavor(flavor())
-    cache.upsert_cluster_queue(cluster_queue("cq-a", {"default-flavor": {"cpu": 4}}, cohortName="team",
-                                             preemption={"withinClusterQueue": "LowerPriority"}))  # fmt: skip
-    cache.upsert_cluster_queue(cluster_queue("cq-b", {"default-flavor": {"cpu": 3}}, cohortName="team"))
-    cache.upsert_local_queue(local_queue("queue-a", cq="cq-a"))
-    cache.upsert_workload(workload("a-running", "3", queue="queue-a", priority=0, age=100))
-    confirm(cache, schedule(cache, NOW).admitted[0])
-    cache.upsert_workload(workload("large", "4", queue="queue-a", priority=10, age=20))  # fits by borrowing 3
-    cache.upsert_workload(workload("medium", "1", queue="queue-a", priority=5, age=30))  # fits within cq-a's 4
-    result = schedule(cache, NOW)
-    assert names(result) == ["large"], "the head first; what it leaves is not enough for medium"
-    assert ("default", "medium") not in {d.victim for d in result.preempted}
-    assert "medium" in pending(result)
-    # With room for both, both are admitted in the same cycle, in queue order.
-    cache = Cache()
-    cache.upsert_namespace("default", {})
-    cache.upsert_flavor(flavor())
-    cache.upsert_cluster_queue(cluster_queue("cq-a", {"default-flavor": {"cpu": 4}}, cohortName="team"))
-    cache.upsert_cluster_queue(cluster_queue("cq-b", {"default-flavor": {"cpu": 4}}, cohortName="team"))
+    cache.upsert_cluster_queue(cluster_queue("cq-a", {"default-flavor": {"cpu": 4}}, cohortName="team", **cq_a_spec))
+    cache.upsert_cluster_queue(cluster_queue("cq-b", {"default-flavor": {"cpu": cq_b_cpu}}, cohortName="team"))
     cache.upsert_local_queue(local_queue("queue-a", cq="cq-a"))
     cache.upsert_workload(workload("a-running", "3", queue="queue-a", priority=0, age=100))
     confirm(cache, schedule(cache, NOW).admitted[0])
     cache.upsert_workload(workload("large", "4", queue="queue-a", priority=10, age=20))
     cache.upsert_workload(workload("medium", "1", queue="queue-a", priority=5, age=30))
-    assert names(schedule(cache, NOW)) == ["large", "medium"]
+    return cache
+
+
+def test_the_candidates_behind_a_deferred_borrower_wait_for_it() -> None:
+    """Upstream decides no Workload of a ClusterQueue before its head: a lower-priority Workload behind a
+    head deferred to borrow is not admitted past it. Admitted, it took the quota the head then needed, and
+    the head preempted it; in upstream's scalability test the same Workloads were admitted and preempted
+    by the same head several times over."""
+    cache = borrowing_head(3, preemption={"withinClusterQueue": "LowerPriority"})
+    result = schedule(cache, NOW)
+    assert names(result) == ["large"], "the head first; what it leaves is not enough for medium"
+    assert ("default", "medium") not in {d.victim for d in result.preempted}
+    assert "medium" in pending(result)
+    # With room for both, both are admitted in the same cycle, in queue order.
+    assert names(schedule(borrowing_head(4), NOW)) == ["large", "medium"]
 
 
 def test_the_cycle_memo_weighs_each_holder_once_until_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -188,6 +188,10 @@ class PreemptionDecision:
     message: str
 
 
+#: Entries a :class:`CycleMemo` may hold beyond the holders its last cycle weighed before it is pruned.
+MEMO_SLACK = 64
+
+
 @dataclass
 class CycleMemo:
     """What one cycle hands the next: values derived from the cache's objects, never a decision.
@@ -196,9 +200,9 @@ class CycleMemo:
     Workload, quota and priority are unchanged, so what preemption weighs
     of a holder (:func:`_candidate`) is built once per holder, not once per
     holder and cycle (``now`` only stands in for a missing
-    ``creationTimestamp``, which the API server always sets). ``schedule``
-    keeps what its cycle used and drops the rest once the memo has grown to
-    twice that.
+    ``creationTimestamp``, which the API server always sets). A cycle that
+    weighed holders keeps only those (give or take :data:`MEMO_SLACK`): an
+    entry for a holder that changed keeps its old Workload object alive.
     """
 
     candidates: dict[WorkloadKey, tuple[QuotaHolder, AdmittedWorkload]] = field(default_factory=dict)
@@ -211,7 +215,7 @@ class CycleMemo:
         return known[1]
 
     def prune(self, used: set[WorkloadKey]) -> None:
-        if len(self.candidates) > 2 * len(used) + 1024:
+        if used and len(self.candidates) > len(used) + MEMO_SLACK:
             self.candidates = {key: known for key, known in self.candidates.items() if key in used}
 
 

@@ -260,7 +260,6 @@ class Cache:
     def delete_workload(self, key: WorkloadKey) -> None:
         """Forget a Workload; the quota it held (or was assumed to hold) is released."""
         removed = self._store.remove_workload(key)
-        self._holders.pop(key, None)
         if self._queues.drop_assumption(key) or removed:
             self._sync_workload(key)
 
@@ -313,6 +312,9 @@ class Cache:
 
     def _sync_workload(self, key: WorkloadKey, *, quiet: bool = False) -> None:
         """Derive the Workload's contribution and pending entry from its object and assumption, apply the change."""
+        # The holder built from the previous object is stale, and would keep that object alive (a finished
+        # Workload stays in the store: its admitted version would stay too, ~11 KB each).
+        self._holders.pop(key, None)
         workload = self._store.workload(key)
         contribution = self._contribution_of(key, workload) if workload is not None else None
         confirmed = False

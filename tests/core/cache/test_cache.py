@@ -136,3 +136,22 @@ def test_a_quota_holder_is_built_once_while_nothing_it_comes_from_changes(build:
     assert cache.quota_holders("a")[0] is changed
     cache.delete_workload(("default", "w"))
     assert cache.quota_holders("a") == []
+
+
+def test_a_replaced_workload_is_not_kept_alive_by_its_old_quota_holder(build: Build) -> None:
+    """A finished Workload stays in the store; the holder built from its admitted version must not keep that too."""
+    import gc
+    import weakref
+
+    cache = seeded(build)
+    reserved = [build.condition("QuotaReserved", "True", "QuotaReserved")]
+    admitted = build.workload("w", admission=build.admission("a").to_dict(), conditions=reserved)
+    cache.upsert_workload(admitted)
+    assert [h.key for h in cache.quota_holders("a")] == [("default", "w")]
+    old = weakref.ref(admitted)
+    finished = reserved + [build.condition("Finished", "True", "Succeeded")]
+    cache.upsert_workload(build.workload("w", admission=build.admission("a").to_dict(), conditions=finished))
+    del admitted
+    gc.collect()
+    assert old() is None
+    assert cache.quota_holders("a") == []

@@ -373,6 +373,7 @@ class WorkQueue(Generic[K]):
             error=message[0][:500] if message else "",
             retry_in=round(retry_in, 3),
             # The first unexpected failure in a row carries the traceback (a bug's only clue); the
-            # rest stay one line.
-            exc_info=exc if attempt == 1 and not isinstance(exc, self._expected) else None,
+            # rest stay one line. A stray cancellation's traceback shows only where it was awaited,
+            # not who cancelled it (a worker connection closing under a call, a timeout): one line too.
+            exc_info=exc if attempt == 1 and not isinstance(exc, (asyncio.CancelledError, *self._expected)) else None,
         )

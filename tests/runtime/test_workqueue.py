@@ -325,9 +325,12 @@ def test_backoff_is_base_doubling_capped_and_never_overflows() -> None:
 async def test_a_stray_cancelled_error_propagates_but_the_key_is_retried(handler: Recorder, clock: FakeClock) -> None:
     handler.script["a"] = [asyncio.CancelledError()]
     async with started(make(handler, clock, backoff_base=2.0)) as queue:
-        queue.add("a")
-        await settle()
+        with capture_logs() as logs:
+            queue.add("a")
+            await settle()
         assert queue.failures("a") == 1 and queue.waiting() == {"a": 2.0}
+        [failed] = [entry for entry in logs if entry["event"] == "work queue handler failed"]
+        assert failed["error_type"] == "CancelledError" and failed.get("exc_info") is None, "one line, no traceback"
         clock.advance(2)
         await settle()
         assert handler.keys() == ["a", "a"] and queue.failures("a") == 0

@@ -144,7 +144,7 @@ def register_feeds(
 class WorkloadFeed:
     """Workloads into the cache, from one list + watch of our own.
 
-    Each event is parsed once (in the watch thread's ``json.loads`` and then
+    Each event is parsed once (by orjson in the watch thread, then
     into the model) and put into the cache; then ``changed`` or ``deleted``
     is told the key, and ``notify`` wakes the scheduling loop. ``changed`` is
     synchronous: whoever acts on a change (the lifecycle) queues the key and

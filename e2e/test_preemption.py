@@ -28,12 +28,19 @@ def prioritized(ns: str, name: str, priority_class: str, run_for: str) -> dict[s
 
 
 def states(kueue: o.Kueue, ns: str) -> str:
-    """Each Workload's priority, placement and conditions: what a failed wait needs to be understood."""
+    """Each Workload's priority, placement and conditions, with their times: what a failed wait needs to be understood.
+
+    The times tell a preemption that never came from a preemptor that came late.
+    """
     lines = []
     for w in kueue.list("Workload", ns):
-        conditions = {c["type"]: f"{c['status']}/{c.get('reason')}" for c in (w.get("status") or {}).get("conditions") or []}
-        lines.append(f"{w['metadata']['name']}: priority={w['spec'].get('priority')} "
-                     f"cluster={(w.get('status') or {}).get('clusterName')} conditions={conditions}")  # fmt: skip
+        conditions = {
+            c["type"]: f"{c['status']}/{c.get('reason')}@{(c.get('lastTransitionTime') or '')[11:19]}"
+            for c in (w.get("status") or {}).get("conditions") or []
+        }
+        lines.append(f"{w['metadata']['name']}: created={w['metadata'].get('creationTimestamp')} "
+                     f"priority={w['spec'].get('priority')} cluster={(w.get('status') or {}).get('clusterName')} "
+                     f"conditions={conditions}")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -67,7 +74,8 @@ def test_preempting_a_dispatched_workload_removes_its_remote_job_and_it_runs_aga
         victim = o.wait_for(lambda: (w := manager.get("Workload", low_name, ns)) and o.is_true(w, "Preempted") and w, 60,
                             what="the low-priority Workload preempted")  # fmt: skip
     except o.WaitTimeout as exc:
-        raise AssertionError(f"{exc}\n{states(manager, ns)}") from exc
+        high_job = batch.read_namespaced_job("high", ns).metadata.creation_timestamp
+        raise AssertionError(f"{exc}\nhigh Job created at {high_job}\n{states(manager, ns)}") from exc
     assert o.condition(victim, "Preempted")["reason"] == "InClusterQueue"
     assert o.condition(victim, "Evicted")["reason"] == "Preempted"
     # Its remote job and Workload copy are removed from the worker it ran on.

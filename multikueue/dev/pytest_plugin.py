@@ -129,6 +129,34 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(_SUMMARY[reason].format(count))
 
 
+#: How many of a controller's log lines about the failed test's namespace a failure report shows.
+FAILURE_LOG_LINES = 80
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that drove controllers reports their log lines about its namespace.
+
+    On kind the log files hold only the pods' logs as last read, and a CI run
+    keeps nothing else: without this a failure there cannot be traced.
+    """
+    outcome = yield
+    report = outcome.get_result()
+    funcargs = getattr(item, "funcargs", {})
+    if call.when != "call" or not report.failed or "e2e_controllers" not in funcargs:
+        return
+    namespace = funcargs.get("namespace")
+    for ctl in funcargs["e2e_controllers"]:
+        try:
+            lines = ctl.logs().splitlines()
+        except Exception as exc:  # a report must not fail on a controller that is gone
+            lines = [f"(logs not available: {exc})"]
+        if namespace:
+            lines = [line for line in lines if namespace in line or '"level": "error"' in line]
+        shown = "\n".join(lines[-FAILURE_LOG_LINES:]) or "(no lines)"
+        report.sections.append((f"controller log: {ctl.name} (lines about {namespace or 'the test'})", shown))
+
+
 def _ephemeral_ports() -> tuple[int, int]:
     """The kernel's range for outgoing connections' local ports (Linux; a common default elsewhere)."""
     try:

@@ -312,8 +312,14 @@ class _Runner:
     async def _sync_job(self, remote: RemoteCluster, *, final: bool = False) -> bool:
         """Copy the worker job's status to the manager's; False when it has to wait."""
         integration, owner = self.integration, self.owner
-        if integration is None or owner is None:
+        if integration is None:
             return True
+        if owner is None:
+            if not final:
+                return True  # the next event of the owner brings it
+            owner = self.owner = await self._read_owner(integration)
+            if owner is None:
+                return True  # gone: no status left to copy
         meta = owner["metadata"]
         remote_job = bound_job(
             remote, integration.ref.plural, meta["namespace"], self.wl.name, self.applier.origin, hint=meta["name"]
@@ -337,6 +343,25 @@ class _Runner:
             if await asyncio.to_thread(adapter.is_finished, remote_job):
                 metrics.remote_job_finished(remote_job, remote.name)  # the final status reached the manager's job
         return True
+
+    async def _read_owner(self, integration: Integration) -> Mapping[str, Any] | None:
+        """The manager's owner object from the API server, when the integration's store does not hold it.
+
+        Not held means gone, or not seen yet: a replica that just took the lead
+        decides on Workloads before its watch of the job kind has listed every
+        object (seen in CI: a Workload finished on its worker right after a
+        manager restart was finished here without its Job's final status, and
+        the Job stayed incomplete for good). Only the API server tells the two
+        apart; an object of the same name but another UID is not the owner.
+        """
+        ref = next((r for r in self.wl.metadata.owner_references or [] if r.controller), None)
+        if ref is None:
+            return None
+        found = await self.applier.kube.get_or_none(integration.ref, self.wl.namespace, ref.name)
+        if found is None or (ref.uid and found["metadata"].get("uid") != ref.uid):
+            return None
+        log.debug("owner read from the API server for the final status", workload=f"{self.wl.namespace}/{self.wl.name}", owner=ref.name)
+        return found
 
     async def _sync_spec(self, remote: RemoteCluster, adapter: Any, remote_job: Mapping[str, Any]) -> None:
         """Push the spec changes the adapter carries (a PipelineRun cancelled on the manager) to the worker's copy.

@@ -600,6 +600,51 @@ async def test_status_sync_then_finish(env: Env, namespace: str) -> None:
 
 
 @pytest.mark.asyncio
+async def test_finishing_reads_an_owner_the_store_has_not_seen_from_the_api_server(env: Env, namespace: str) -> None:
+    """A new leader's store of Jobs may not hold the owner yet: its final status must still reach it."""
+    ns, name, job_name = namespace, "unseen-owner", "sample"
+    owner = manager_job(env, ns, job_name)
+    wl = env.create_workload(
+        ns, name, owner=owner, check_state=CheckState.READY, check_message=reservation_message("worker1"),
+        status={"clusterName": "worker1"},
+    )  # fmt: skip
+    integration = batch_integration()  # its store holds no Job
+    assert await env.applier.apply(wl, Plan((CreateRemoteJob("worker1"),)), CHECK, env.workers, integration, owner) is None
+    client.BatchV1Api(env.api).patch_namespaced_job(job_name, ns, {"spec": {"suspend": False}})
+    workers_api = client.BatchV1Api(env.worker_api["worker1"])
+    workers_api.patch_namespaced_job(job_name, ns, {"spec": {"suspend": False}})
+    completed = ago(1)
+    final = {
+        "startTime": ago(20),
+        "completionTime": completed,
+        "succeeded": 1,
+        "uncountedTerminatedPods": {},
+        "conditions": [
+            job_cond("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
+            job_cond("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
+        ],
+    }
+    workers_api.patch_namespaced_job_status(job_name, ns, {"status": final})
+    env.see_job("worker1", ns, job_name)
+    finish = Plan((FinishLocal("worker1", "Succeeded", "done"), DeleteRemoteJob("worker1")))
+    assert await env.applier.apply(env.read(ns, name), finish, CHECK, env.workers, integration, None) is None
+    job = read_job(env, ns, job_name)
+    assert o.is_true(job, "Complete") and job["status"]["completionTime"] == completed
+    assert o.is_true(env.kueue.get("Workload", name, ns), "Finished")
+
+
+@pytest.mark.asyncio
+async def test_finishing_without_an_owner_left_finishes_at_once(env: Env, namespace: str) -> None:
+    ns, name = namespace, "owner-gone"
+    owner = manager_job(env, ns, "sample")
+    wl = env.create_workload(ns, name, owner=owner, check_state=CheckState.READY, status={"clusterName": "worker1"})
+    client.BatchV1Api(env.api).delete_namespaced_job("sample", ns, propagation_policy="Orphan")
+    plan = Plan((FinishLocal("worker1", "Succeeded", "done"),))
+    assert await env.applier.apply(wl, plan, CHECK, env.workers, batch_integration(), None) is None
+    assert o.is_true(env.kueue.get("Workload", name, ns), "Finished")
+
+
+@pytest.mark.asyncio
 async def test_finish_waits_while_the_job_kind_is_not_watched_on_the_worker(env: Env, namespace: str) -> None:
     ns, name = namespace, "unwatched"
     owner = manager_job(env, ns, "sample")

@@ -245,15 +245,22 @@ class KueueObject(KueueModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
     @classmethod
-    def from_k8s(cls, obj: Mapping[str, Any]) -> Self:
+    def from_k8s(cls, obj: Mapping[str, Any], *, owned: bool = False) -> Self:
         """Parse an object as the API server returns it.
 
         Refuses an object of another kind or API version, because parsing a
         v1beta1 object with v1beta2 models would silently drop fields. The
         input is copied first (mappings such as kopf's bodies become dicts),
         so changing the model, pod templates included, never changes it.
+
+        ``owned``: the caller hands over a document of plain dicts and lists
+        that nothing else holds or changes (a watch line or a write's answer
+        just decoded), so the copy is skipped: the model may share its parts.
+        The copy was half the cost of parsing a Workload, and Workloads are
+        parsed once per event and once per write.
         """
-        obj = _plain(obj)
+        if not owned:
+            obj = _plain(obj)
         kind = obj.get("kind")
         if kind is not None and kind != cls.kind:
             raise ValueError(f"expected kind {cls.kind}, got {kind}")

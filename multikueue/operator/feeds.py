@@ -61,9 +61,10 @@ def without_managed_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**body, "metadata": {key: value for key, value in meta.items() if key != "managedFields"}}
 
 
-def _parse(model: type[KueueObject], body: Mapping[str, Any]) -> KueueObject | None:
+def _parse(model: type[KueueObject], body: Mapping[str, Any], *, owned: bool = False) -> KueueObject | None:
+    """``body`` as ``model``, or None (logged) when it does not parse; ``owned`` as :meth:`KueueObject.from_k8s`'s."""
     try:
-        return model.from_k8s(without_managed_fields(body))
+        return model.from_k8s(without_managed_fields(body), owned=owned)
     except (ValidationError, ValueError) as exc:
         meta = body.get("metadata", {})
         log.warning(
@@ -189,7 +190,8 @@ class WorkloadFeed:
         version = (obj.get("metadata") or {}).get("resourceVersion")
         cached = self.cache.workload(key)
         if cached is None or version is None or cached.metadata.resource_version != version:
-            workload = _parse(Workload, obj)
+            # The informer keeps no object (only keys) and hands each decoded line to this one consumer.
+            workload = _parse(Workload, obj, owned=True)
             if workload is None:
                 return
             self.cache.upsert_workload(workload)

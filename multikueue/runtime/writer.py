@@ -84,7 +84,16 @@ class WorkloadWriter:
             self.events.record(workload_ref(wl), type_, reason, message)
 
     def _written(self, body: dict[str, Any]) -> Workload:
-        updated = Workload.from_k8s(body)
+        """The write's answer as the cache keeps it: parsed once, without the field managers' records.
+
+        The answer is a fresh decode no one else holds (``owned``); its
+        ``managedFields`` would otherwise stay in the cache with the object
+        (the watch feed drops them too).
+        """
+        meta = body.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+        updated = Workload.from_k8s(body, owned=True)
         if self._on_written is not None:
             self._on_written(updated)
         return updated

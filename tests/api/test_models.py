@@ -296,6 +296,16 @@ def test_models_never_share_data_with_the_dicts_they_came_from_or_went_to() -> N
     assert workload.spec.pod_sets[0].template["spec"]["nodeSelector"] == {"zone": "b"}
 
 
+def test_an_owned_document_parses_alike_without_the_copy() -> None:
+    """``owned=True`` (a decoded watch line or write answer) skips the copy: same model, parts may be shared."""
+    document = _full_workload()
+    owned = Workload.from_k8s(copy.deepcopy(document), owned=True)
+    assert owned == Workload.from_k8s(document)
+    assert owned.to_k8s() == document
+    with pytest.raises(ValueError, match="expected kind Workload"):
+        Workload.from_k8s({**copy.deepcopy(document), "kind": "Job"}, owned=True)
+
+
 def test_from_k8s_refuses_other_kinds_and_versions() -> None:
     document = _full_workload()
     with pytest.raises(ValueError, match="expected kind ClusterQueue"):

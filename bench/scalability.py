@@ -123,7 +123,8 @@ def print_our_counts(log: Path) -> None:
             except ValueError:
                 fields = {"line": line}
             print(f"ours: writes {fields.get('workload_writes')}, queue status writes {fields.get('queue_status_writes')}, "
-                  f"scheduling cycles {fields.get('scheduling_cycles')}", flush=True)
+                  f"scheduling cycles {fields.get('scheduling_cycles')} ({fields.get('scheduling_seconds')} s, "
+                  f"{fields.get('preemption_plans')} preemption plans)", flush=True)
             return
     print('ours: no "controller stopped" line in its log', flush=True)
 

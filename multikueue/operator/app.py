@@ -396,6 +396,8 @@ async def run_controller(options: ControllerOptions) -> None:
                 workload_writes=dict(controller.writer.writes),
                 queue_status_writes=dict(controller.scheduling.queue_status.writes),
                 scheduling_cycles=controller.scheduling.cycles,
+                scheduling_seconds=round(controller.scheduling.cycle_seconds, 1),
+                preemption_plans=controller.scheduling.preemption_plans,
             )
             if not stop_kopf.is_set():
                 return  # kopf is stopping on its own (an error of its own): let it end and say why

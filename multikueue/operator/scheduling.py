@@ -176,6 +176,10 @@ class SchedulingLoop:
         self.queue_status = queue_status
         self._memo = CycleMemo()
         self.cycles = 0
+        #: Preemptions planned (one per ClusterQueue and cycle at most) and seconds spent in cycles:
+        #: logged at stop, read by the benchmarks.
+        self.preemption_plans = 0
+        self.cycle_seconds = 0.0
         self._wake = asyncio.Event()
         #: Victims whose eviction is written or in flight -> the resourceVersion it was decided on:
         #: while the cache still holds that version, planning the victim again repeats nothing.
@@ -340,6 +344,8 @@ class SchedulingLoop:
                 coalesce = min(CYCLE_COALESCE_MAX_SECONDS, max(CYCLE_COALESCE_SECONDS, took))
                 next_cycle_at = result.next_cycle_at
                 self.cycles += 1
+                self.cycle_seconds += took
+                self.preemption_plans += len(result.planned_preemption)
                 if result.more:
                     self.notify()
                 for decision in result.admitted:

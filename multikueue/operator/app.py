@@ -398,6 +398,7 @@ async def run_controller(options: ControllerOptions) -> None:
                 scheduling_cycles=controller.scheduling.cycles,
                 scheduling_seconds=round(controller.scheduling.cycle_seconds, 1),
                 preemption_plans=controller.scheduling.preemption_plans,
+                quota_release=metrics.quota_release_summary(),
             )
             if not stop_kopf.is_set():
                 return  # kopf is stopping on its own (an error of its own): let it end and say why

@@ -19,6 +19,7 @@ never admits against half-known usage). Deletions arrive through
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,6 +40,7 @@ from multikueue.api import (
 from multikueue.api.constants import GROUP, VERSION
 from multikueue.api.resources import WORKLOADS
 from multikueue.core.cache import Cache
+from multikueue.runtime import metrics
 from multikueue.runtime.informer import DELETED, Informer, object_key
 from multikueue.runtime.kube import AsyncKube
 
@@ -180,10 +182,18 @@ class WorkloadFeed:
     async def stop(self) -> None:
         await self.informer.stop()
 
+    def _released(self, held: bool, key: WorkloadKey) -> None:
+        """Observe how long an event that ended the Workload's quota waited before the cache freed it."""
+        read_at = self.informer.event_read_at
+        if held and read_at is not None and not self.cache.holds_quota(key):
+            metrics.QUOTA_RELEASE_DELAY.observe(max(0.0, time.monotonic() - read_at))
+
     def _event(self, event_type: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)
+        held = self.cache.holds_quota(key)
         if event_type == DELETED:
             self.cache.delete_workload(key)
+            self._released(held, key)
             self.deleted(key)
             self.notify()
             return
@@ -195,6 +205,7 @@ class WorkloadFeed:
             if workload is None:
                 return
             self.cache.upsert_workload(workload)
+            self._released(held, key)
         # else: the echo of a write of ours, whose answer the writer already put into the cache (a second
         # parse of the same resourceVersion would change nothing); most Workload events under load are these.
         self.notify()

@@ -246,6 +246,9 @@ class Informer:
         self.synced = asyncio.Event()
         self.last_error: str | None = None
         self.last_status: int | None = None
+        #: While a watch event is handled: when the watch thread read it (``time.monotonic()``), so a
+        #: handler can tell how long the event waited for the loop; None outside (listings included).
+        self.event_read_at: float | None = None
         self._wait = tenacity.wait_exponential(multiplier=backoff_initial, max=backoff_max) + tenacity.wait_random(0, min(1.0, backoff_initial))
         self._settled = asyncio.Event()
         self._stopped = False
@@ -374,12 +377,16 @@ class Informer:
             log.exception("informer handler failed on an event: fix the handler", cluster=self.cluster,
                           kind=self.kind, event=event_type, object="/".join(object_key(obj)))
 
-    def _deliver(self, epoch: int, event_type: str, obj: Obj) -> None:
+    def _deliver(self, epoch: int, event_type: str, obj: Obj, read_at: float) -> None:
         """An event from the watch thread, on the loop; dropped after stop or a relist."""
         if self._stopped or epoch != self._epoch:
             return
         self.store.apply(event_type, obj)
-        self._handle(event_type, obj)
+        self.event_read_at = read_at
+        try:
+            self._handle(event_type, obj)
+        finally:
+            self.event_read_at = None
 
     # -- the watch thread ---------------------------------------------------------------------
 
@@ -443,7 +450,7 @@ class Informer:
                     version = (obj.get("metadata") or {}).get("resourceVersion") or version
                     events += 1
                     if event_type in (ADDED, MODIFIED, DELETED):
-                        self._loop.call_soon_threadsafe(self._deliver, epoch, event_type, obj)
+                        self._loop.call_soon_threadsafe(self._deliver, epoch, event_type, obj, time.monotonic())
             except Exception as exc:  # noqa: BLE001 - any break of the stream
                 return _End("stopped") if self._halt.is_set() else _End("failed", exc, events=events)
             finally:

@@ -181,6 +181,15 @@ STATUS_SYNC_LATENCY = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+#: Where the release delay is told apart: 100 ms is issue 16's target.
+QUOTA_RELEASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+QUOTA_RELEASE_DELAY = Histogram(
+    "mkpy_quota_release_delay_seconds",
+    "From a Workload event that ends its quota (Finished, quota reservation removed, deleted) read off the "
+    "watch to that quota counted free in the scheduler's cache",
+    buckets=QUOTA_RELEASE_BUCKETS,
+    registry=REGISTRY,
+)
 WORKER_CLUSTER_ACTIVE = Gauge(
     "mkpy_worker_cluster_active",
     "1 when the manager is connected to the worker 'cluster' (its MultiKueueCluster is Active), else 0; "
@@ -217,6 +226,28 @@ _QUEUE_GAUGES: tuple[Gauge, ...] = (
 _role = ROLE_STANDALONE
 #: Label sets this process set on each queue gauge at the last report, to drop those no longer reported.
 _reported: dict[str, set[tuple[str, ...]]] = {}
+
+
+def quota_release_summary(histogram: Histogram = QUOTA_RELEASE_DELAY) -> dict[str, Any]:
+    """The quota release delays observed so far: how many, the share within 100 ms, and the bucket bounds
+    (upper, in seconds) holding the median and the 99th percentile. Logged at stop, read by the benchmarks."""
+    buckets: list[tuple[float, float]] = []
+    count = 0.0
+    for metric in histogram.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_count"):
+                count = sample.value
+    if not count:
+        return {"count": 0}
+    buckets.sort()
+
+    def bound(share: float) -> float:
+        return next(le for le, seen in buckets if seen >= share * count)
+
+    within = next((seen for le, seen in buckets if le == 0.1), 0.0)
+    return {"count": int(count), "within_100ms": round(within / count, 4), "p50_le": bound(0.5), "p99_le": bound(0.99)}
 
 
 def replica_role() -> str:

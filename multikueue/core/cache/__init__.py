@@ -306,6 +306,10 @@ class Cache:
         """Whether the scheduler parked the Workload for this ClusterQueue and nothing woke it since."""
         return self._queues.is_parked(key, cq_name)
 
+    def holds_quota(self, key: WorkloadKey) -> bool:
+        """Whether the Workload's quota counts in its tree (admitted, reserving, or assumed this cycle)."""
+        return self._tree.contribution_of(key) is not None
+
     def is_assumed(self, key: WorkloadKey) -> bool:
         """Whether the Workload's admission is assumed and not yet confirmed by the watch."""
         return self._queues.assumption(key) is not None

@@ -95,6 +95,21 @@ def job_cond(ctype: str, reason: str, message: str = "") -> dict[str, Any]:
     return {"type": ctype, "status": "True", "reason": reason, "message": message, "lastProbeTime": now, "lastTransitionTime": now}
 
 
+def completed_status(started: str, completed: str) -> dict[str, Any]:
+    """A worker Job's status once it completed (one pod succeeded), as its Job controller writes it."""
+    return {
+        "startTime": started,
+        "completionTime": completed,
+        "active": None,
+        "succeeded": 1,
+        "uncountedTerminatedPods": {},
+        "conditions": [
+            job_cond("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
+            job_cond("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
+        ],
+    }
+
+
 def raw(response: Any) -> dict[str, Any]:
     """The API server's JSON of a client call made with ``_preload_content=False`` (as an informer sees it)."""
     return json.loads(response.data)  # type: ignore[no-any-return]
@@ -569,18 +584,7 @@ async def test_status_sync_then_finish(env: Env, namespace: str) -> None:
 
     # The worker's Job completes.
     completed = ago(1)
-    final = {
-        "startTime": started,
-        "completionTime": completed,
-        "active": None,
-        "succeeded": 1,
-        "uncountedTerminatedPods": {},
-        "conditions": [
-            job_cond("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
-            job_cond("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
-        ],
-    }
-    workers_api.patch_namespaced_job_status(job_name, ns, {"status": final})
+    workers_api.patch_namespaced_job_status(job_name, ns, {"status": completed_status(started, completed)})
     env.see_job("worker1", ns, job_name)
     assert await env.applier.apply(wl, finish, CHECK, env.workers, integration, owner) is None
 
@@ -614,17 +618,7 @@ async def test_finishing_reads_an_owner_the_store_has_not_seen_from_the_api_serv
     workers_api = client.BatchV1Api(env.worker_api["worker1"])
     workers_api.patch_namespaced_job(job_name, ns, {"spec": {"suspend": False}})
     completed = ago(1)
-    final = {
-        "startTime": ago(20),
-        "completionTime": completed,
-        "succeeded": 1,
-        "uncountedTerminatedPods": {},
-        "conditions": [
-            job_cond("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
-            job_cond("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
-        ],
-    }
-    workers_api.patch_namespaced_job_status(job_name, ns, {"status": final})
+    workers_api.patch_namespaced_job_status(job_name, ns, {"status": completed_status(ago(20), completed)})
     env.see_job("worker1", ns, job_name)
     finish = Plan((FinishLocal("worker1", "Succeeded", "done"), DeleteRemoteJob("worker1")))
     assert await env.applier.apply(env.read(ns, name), finish, CHECK, env.workers, integration, None) is None

@@ -51,7 +51,7 @@ async def admin_kube(integration_clusters: Clusters) -> AsyncIterator[Callable[[
 
     yield make
     for kube in made:
-        kube.close()
+        await kube.close()
 
 
 #: Where the manager keeps the Secrets that MultiKueueClusters name.

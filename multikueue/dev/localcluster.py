@@ -155,7 +155,10 @@ class LocalCluster:
         url = f"http://127.0.0.1:{self.ports.etcd_client}/health"
         wait_until(lambda: _http_ok(url, None), timeout, 0.1, f"{self.name} etcd to be healthy", proc)
 
-    def start_apiserver(self, binaries: Binaries) -> ManagedProcess:
+    def start_apiserver(
+        self, binaries: Binaries, *, port: int | None = None, extra_args: tuple[str, ...] = (), log_name: str = "kube-apiserver"
+    ) -> ManagedProcess:
+        """Start the cluster's apiserver; with ``port``, another one over the same etcd (``extra_args`` win: last flag counts)."""
         keys = self._pki()
         argv = [
             str(binaries.controlplane),
@@ -163,7 +166,7 @@ class LocalCluster:
             f"--etcd-servers=http://127.0.0.1:{self.ports.etcd_client}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
-            f"--secure-port={self.ports.apiserver}",
+            f"--secure-port={port or self.ports.apiserver}",
             f"--tls-cert-file={keys.serving_cert}",
             f"--tls-private-key-file={keys.serving_key}",
             f"--client-ca-file={keys.ca_cert}",
@@ -188,16 +191,17 @@ class LocalCluster:
             "--max-mutating-requests-inflight=1000",
             "--profiling=false",
             "--v=0",
+            *extra_args,
         ]
-        proc = spawn(f"{self.name}/kube-apiserver", argv, self.directory / "logs" / "kube-apiserver.log")
+        proc = spawn(f"{self.name}/{log_name}", argv, self.directory / "logs" / f"{log_name}.log")
         self.processes.append(proc)
         return proc
 
-    def wait_apiserver(self, timeout: float = 120) -> None:
-        proc = self._process("kube-apiserver")
+    def wait_apiserver(self, timeout: float = 120, *, port: int | None = None, log_name: str = "kube-apiserver") -> None:
+        proc = self._process(log_name)
         context = self.ssl_context()
-        url = f"{self.server}/readyz"
-        wait_until(lambda: _http_ok(url, context), timeout, 0.25, f"{self.name} kube-apiserver /readyz", proc)
+        url = f"https://127.0.0.1:{port}/readyz" if port else f"{self.server}/readyz"
+        wait_until(lambda: _http_ok(url, context), timeout, 0.25, f"{self.name} {log_name} /readyz", proc)
 
     def start_workers(self, binaries: Binaries) -> None:
         """Start kube-controller-manager, kube-scheduler and kwok (full clusters)."""

@@ -431,7 +431,7 @@ async def run_controller(options: ControllerOptions) -> None:
         if failures:
             raise LeadershipFailed(failures[0])
     finally:
-        kube.close()
+        await kube.close()
 
 
 def main(options: ControllerOptions) -> int:

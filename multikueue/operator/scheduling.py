@@ -26,7 +26,6 @@ from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
-from urllib3.exceptions import HTTPError
 
 from multikueue.api.configuration import Configuration
 from multikueue.api.meta import utcnow
@@ -208,7 +207,7 @@ class SchedulingLoop:
             except ApiException as exc:
                 log.error("reservation failed", workload=f"{wl.namespace}/{wl.name}", status=exc.status, error=exc.reason)
                 written = False
-            except HTTPError as exc:  # the API server is unreachable: drop the assumption, retry next cycle
+            except OSError as exc:  # the API server is unreachable (TransportError): drop the assumption, retry next cycle
                 log.error("reservation failed: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
                 written = False
             if not written:
@@ -231,7 +230,7 @@ class SchedulingLoop:
                 name = f"{wl.namespace}/{wl.name}"
                 try:
                     written = await self.writer.apply(wl, update)
-                except (ApiException, HTTPError) as exc:
+                except (ApiException, OSError) as exc:
                     log.error("preemption not written; the next cycle plans again", workload=name, error=str(exc)[:200])
                 if written:
                     metrics.workload_preempted(decision.preempting_cluster_queue, decision.reason)
@@ -290,7 +289,7 @@ class SchedulingLoop:
                 asyncio.get_running_loop().call_later(RECHECK_SECONDS, self._recheck, update.key)
         except ApiException as exc:
             log.error("pending status not written", workload=f"{wl.namespace}/{wl.name}", status=exc.status)
-        except HTTPError as exc:
+        except OSError as exc:  # unreachable (TransportError)
             log.warning("pending status not written: API server unreachable", workload=f"{wl.namespace}/{wl.name}", error=str(exc)[:200])
 
     async def run(self, stopped: Stopped) -> None:

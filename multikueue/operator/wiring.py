@@ -37,7 +37,6 @@ from typing import Any
 import kopf
 import structlog
 from kubernetes.client.rest import ApiException
-from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.configuration import Configuration
@@ -165,7 +164,7 @@ class Controller:
             self.lifecycle.workload_changed,
             workers=LIFECYCLE_WORKERS,
             format_key=lambda key: f"{key[0]}/{key[1]}",
-            expected=(ApiException, HTTPError, OSError),
+            expected=(ApiException, OSError),
         )
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
@@ -358,7 +357,7 @@ class Controller:
         """
         try:
             items = await self.kube.list(WORKLOADS)
-        except (ApiException, HTTPError) as exc:
+        except (ApiException, OSError) as exc:
             log.warning(
                 "catch-up skipped: Workloads not listed; acting on the cache as the watch keeps it",
                 error=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
@@ -386,7 +385,7 @@ class Controller:
                 return
             try:
                 exists = await self.kube.get_or_none(WORKLOADS, key[0], key[1]) is not None
-            except (ApiException, HTTPError):
+            except (ApiException, OSError):
                 continue  # the watch settles it; nothing is deleted on a doubt
             if not exists:
                 gone += 1

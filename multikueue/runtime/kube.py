@@ -1,9 +1,14 @@
-"""A thin asyncio face over the blocking ``kubernetes`` client.
+"""The controller's asyncio client: the handful of verbs it needs, each returning plain JSON dicts.
 
-The controller is asyncio all the way (kopf), while the official client is
-synchronous; every call therefore runs in a dedicated thread pool so that a
-slow request never blocks the event loop. Only the handful of verbs the
-controller needs are here, each returning plain JSON dicts.
+The official ``kubernetes`` client is synchronous. Its configuration (the
+kubeconfig's or the service account's server, CA, client certificate and
+token, refreshed by its hooks) stays the source of truth, but the verbs go
+through aiohttp on the event loop: a request through the client's urllib3
+pool and a thread hand-off cost about 0.8 ms of CPU, through aiohttp about
+0.3 ms, and the controller makes tens of thousands (issue 16; the figures
+are in ``docs/decisions.md``). What aiohttp does not serve here (a proxy
+from the kubeconfig) keeps the urllib3 path in a bounded thread pool, as do
+watches (read line by line in a thread by the informer) and ``call``.
 """
 
 from __future__ import annotations
@@ -11,14 +16,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
+import ssl
 from urllib.parse import urlencode
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
+import aiohttp
+import certifi
 import orjson
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException, RESTResponse
-from urllib3 import Timeout
+from urllib3 import Retry, Timeout
+from urllib3.exceptions import HTTPError
 
 from multikueue.api.resources import ResourceRef
 
@@ -27,6 +37,9 @@ T = TypeVar("T")
 #: Seconds for one request (connect, read); a hung connection must not hold a write slot forever.
 REQUEST_TIMEOUT = (5, 30)
 _TIMEOUT = Timeout(connect=REQUEST_TIMEOUT[0], read=REQUEST_TIMEOUT[1])
+_AIO_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT[0], sock_read=REQUEST_TIMEOUT[1])
+#: The longest ``Retry-After`` honoured; a longer one is waited as this long.
+MAX_RETRY_AFTER = 10.0
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -58,20 +71,164 @@ def load_api_client(kubeconfig: str | None, pool_size: int) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+class TransportError(OSError):
+    """No HTTP answer: the API server could not be reached, or the connection broke or timed out.
+
+    An ``OSError``, as a refused connection is: callers that tell an
+    unreachable server from an answer catch ``OSError`` (and ``ApiException``
+    for answers).
+    """
+
+
+class _Answer:
+    """What ``ApiException`` reads of an HTTP response (status, reason, body, headers)."""
+
+    def __init__(self, status: int, reason: str | None, data: bytes, headers: Mapping[str, str]) -> None:
+        self.status = status
+        self.reason = reason
+        self.data = data
+        self.headers = headers
+
+    def getheaders(self) -> Mapping[str, str]:
+        return self.headers
+
+
+def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
+    """The TLS settings the client's urllib3 pool would use, as an ``SSLContext`` for aiohttp.
+
+    Server verification against the configured CA (a file or PEM data;
+    certifi's bundle when neither is given, as the client does), the client
+    certificate if any, and ``assert_hostname: false`` / ``verify_ssl:
+    false`` honoured. ``tls_server_name`` is given per request.
+    """
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None, cadata=configuration.ca_cert_data or None)
+    if not configuration.ssl_ca_cert and not configuration.ca_cert_data:
+        context.load_verify_locations(cafile=certifi.where())
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif configuration.assert_hostname is False:
+        context.check_hostname = False
+    return context
+
+
+def retries(configuration: client.Configuration) -> int:
+    """How many times a request that was not served is tried again: as the client's urllib3 pool would (3 unless told).
+
+    Not served: no connection was made, or the answer was a 429 or 503 with
+    ``Retry-After`` (the API server turned it away before handling it).
+    """
+    retries = configuration.retries
+    if retries is None:
+        return Retry.DEFAULT.total or 0
+    if retries is False:
+        return 0
+    if isinstance(retries, Retry):
+        return int(retries.connect if retries.connect is not None else retries.total or 0)
+    return int(retries)
+
+
+def retry_after(status: int, headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait before sending again, for a 429 or 503 that says when (at most :data:`MAX_RETRY_AFTER`)."""
+    if status not in (429, 503):
+        return None
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(headers.get("Retry-After", ""))))
+    except ValueError:  # absent, or an HTTP date (the API server sends seconds)
+        return None
+
+
 class AsyncKube:
-    """Async calls on one cluster, through a bounded thread pool."""
+    """Async calls on one cluster: aiohttp on the event loop, and a bounded thread pool for the blocking client.
+
+    The aiohttp session is made on first use in the running event loop (an
+    ``AsyncKube`` may be built before the loop runs) and made again if the
+    loop changes; ``workers`` bounds the connections as it bounds the threads.
+    """
 
     def __init__(self, api: client.ApiClient, workers: int = 32) -> None:
         self.api = api
+        self._workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
+        #: A proxy is the urllib3 pool's business (aiohttp does not speak SOCKS, nor the client's no_proxy rules).
+        self._threaded = bool(api.configuration.proxy)
+        self._retries = retries(api.configuration)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Close the connections (the aiohttp session first, in its own loop if that is the running one)."""
+        session, self._session = self._session, None
+        if session is not None and self._session_loop is asyncio.get_running_loop():
+            await session.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.api.close()
+
+    def _aio(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session_loop is not loop or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=ssl_context(self.api.configuration), limit=self._workers)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=_AIO_TIMEOUT, trust_env=False)
+            self._session_loop = loop
+        return self._session
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str | None = None,
+        query: list[tuple[str, str]] | None = None,
+        decode: Callable[[bytes], Any] = decode_json,
+    ) -> Any:
+        """One request, JSON in, JSON out (read by ``decode``): ``ApiException`` for an answer outside 2xx,
+        ``TransportError`` for no answer."""
+        if self._threaded:
+            return await self.call(self._request, method, path, body, content_type, query, decode)
+        headers = self._headers(method, path, body, content_type)
+        url = self.api.configuration.host + path
+        if query:
+            url += "?" + urlencode(query)
+        data = None if body is None else self._encode(body)
+        attempt = 0
+        while True:
+            try:
+                async with self._aio().request(
+                    method, url, data=data, headers=headers, server_hostname=self.api.configuration.tls_server_name or None
+                ) as response:
+                    payload = await response.read()
+                    status, reason, answer_headers = response.status, response.reason, response.headers
+            except aiohttp.ClientConnectorError as exc:
+                # Not connected, so not sent: tried again as the client's urllib3 pool would.
+                attempt += 1
+                if attempt > self._retries:
+                    raise TransportError(f"{method} {url}: {_describe(exc)}") from exc
+                continue
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                raise TransportError(f"{method} {url}: {_describe(exc)}") from exc
+            wait = retry_after(status, answer_headers)
+            if wait is None or attempt >= self._retries:
+                break
+            # Turned away unprocessed (API Priority and Fairness, a server starting): as told, then again.
+            attempt += 1
+            await asyncio.sleep(wait)
+        if not 200 <= status <= 299:
+            raise ApiException(http_resp=_Answer(status, reason, payload, answer_headers))
+        return decode(payload) if payload else None
+
+    def _headers(self, method: str, path: str, body: Any, content_type: str | None) -> dict[str, str]:
+        """The client's own headers and auth (a refreshed token included)."""
+        headers = {**self.api.default_headers, "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        self.api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
+        return headers
 
     # -- generic objects (custom resources and built-in kinds alike) --------
 
@@ -95,23 +252,23 @@ class AsyncKube:
         query: list[tuple[str, str]] | None = None,
         decode: Callable[[bytes], Any] = decode_json,
     ) -> Any:
-        """One request through the client's auth and connection pool; JSON in, JSON out (read by ``decode``).
+        """``_send`` through the client's urllib3 pool (blocking: from a thread).
 
-        Straight to the client's urllib3 pool, with the client's own headers
-        and auth (a refreshed token included): its generic path walks the
-        body to sanitise it and serialises it again with ``json``, a fifth
-        of this thread's time under load for bodies that are plain JSON.
+        Straight to the pool, with the client's own headers and auth: its
+        generic path walks the body to sanitise it and serialises it again
+        with ``json``, a fifth of a thread's time under load for bodies that
+        are plain JSON.
         """
-        headers = {**self.api.default_headers, "Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
-        self.api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
+        headers = self._headers(method, path, body, content_type)
         url = self.api.configuration.host + path
         if query:
             url += "?" + urlencode(query)
-        raw = self.api.rest_client.pool_manager.request(
-            method, url, body=None if body is None else self._encode(body), headers=headers, timeout=_TIMEOUT, preload_content=True
-        )
+        try:
+            raw = self.api.rest_client.pool_manager.request(
+                method, url, body=None if body is None else self._encode(body), headers=headers, timeout=_TIMEOUT, preload_content=True
+            )
+        except HTTPError as exc:
+            raise TransportError(f"{method} {url}: {exc}") from exc
         response = RESTResponse(raw)
         response.read()
         if not 200 <= response.status <= 299:
@@ -127,7 +284,7 @@ class AsyncKube:
     async def discover(self, group: str, version: str) -> dict[str, Any]:
         """The API server's resource list for ``group/version`` (discovery); 404 when not served."""
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        return await self.call(self._request, "GET", path)  # type: ignore[no-any-return]
+        return await self._send("GET", path)  # type: ignore[no-any-return]
 
     async def list_all(
         self,
@@ -144,7 +301,7 @@ class AsyncKube:
         """
         query = _selectors(label_selector, field_selector)
         path = self._path(ResourceRef(ref.group, ref.version, ref.plural, namespace is not None), namespace)
-        return await self.call(self._request, "GET", path, None, None, query, decode)  # type: ignore[no-any-return]
+        return await self._send("GET", path, None, None, query, decode)  # type: ignore[no-any-return]
 
     def open_watch(
         self,
@@ -175,7 +332,7 @@ class AsyncKube:
         return response.response
 
     async def get(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any]:
-        return await self.call(self._request, "GET", self._path(ref, namespace, name))
+        return await self._send("GET", self._path(ref, namespace, name))
 
     async def get_or_none(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
@@ -190,11 +347,11 @@ class AsyncKube:
     ) -> list[dict[str, Any]]:
         query = _selectors(label_selector or "", field_selector)
         path = self._path(ResourceRef(ref.group, ref.version, ref.plural, ref.namespaced and namespace is not None), namespace)
-        result = await self.call(self._request, "GET", path, None, None, query)
+        result = await self._send("GET", path, None, None, query)
         return list(result.get("items", []))
 
     async def create(self, ref: ResourceRef, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.call(self._request, "POST", self._path(ref, namespace), body)
+        return await self._send("POST", self._path(ref, namespace), body)
 
     async def patch(
         self,
@@ -207,13 +364,12 @@ class AsyncKube:
         content_type: str = MERGE_PATCH,
     ) -> dict[str, Any]:
         path = self._path(ref, namespace, name, "status" if status else None)
-        return await self.call(self._request, "PATCH", path, patch, content_type)
+        return await self._send("PATCH", path, patch, content_type)
 
     async def delete(self, ref: ResourceRef, namespace: str | None, name: str, propagation: str = "Background") -> bool:
         """Delete; False when it was already gone."""
         try:
-            await self.call(
-                self._request,
+            await self._send(
                 "DELETE",
                 self._path(ref, namespace, name),
                 {"propagationPolicy": propagation},
@@ -229,11 +385,25 @@ class AsyncKube:
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         """Post an Event; the answer is not read (the client's typed call would build a model of it, for nothing)."""
-        await self.call(self._request, "POST", f"/api/v1/namespaces/{namespace}/events", body, None, None, _ignore)
+        await self._send("POST", f"/api/v1/namespaces/{namespace}/events", body, None, None, _ignore)
 
 
 def _ignore(_: bytes) -> None:
     return None
+
+
+def _describe(exc: BaseException) -> str:
+    """A transport failure in a few words (aiohttp's messages name the SSL context, not the cause)."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate not accepted: {exc.certificate_error}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        cause = exc.os_error
+        return f"cannot connect: {os.strerror(cause.errno) if cause.errno else cause}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection"
+    if isinstance(exc, asyncio.TimeoutError):
+        return str(exc) or f"no answer within {REQUEST_TIMEOUT[1]}s"
+    return str(exc) or type(exc).__name__
 
 
 def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:

@@ -16,7 +16,6 @@ from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
-from urllib3.exceptions import HTTPError
 
 from multikueue.api.constants import ACTIVE, ConditionStatus
 from multikueue.api.meta import Condition, find_condition
@@ -154,5 +153,5 @@ class QueueStatusWriter:
         except ApiException as exc:
             if exc.status != 404:
                 log.warning("queue status not written", queue=name, kind=kind, status=exc.status, error=exc.reason)
-        except HTTPError as exc:  # unreachable API server: the next sync writes it
+        except OSError as exc:  # unreachable API server (TransportError): the next sync writes it
             log.warning("queue status not written: API server unreachable", queue=name, kind=kind, error=str(exc)[:200])

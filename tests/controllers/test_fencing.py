@@ -44,7 +44,7 @@ async def manager_token(integration_clusters: Clusters) -> AsyncIterator[AsyncKu
     try:
         yield kube
     finally:
-        kube.close()
+        await kube.close()
 
 
 @pytest.fixture

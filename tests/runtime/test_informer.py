@@ -7,10 +7,11 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from kubernetes import client
 
 from multikueue.api.resources import ResourceRef
@@ -48,11 +49,11 @@ async def until(predicate: Callable[[], bool], what: str, timeout: float = 30) -
         await asyncio.sleep(0.05)
 
 
-@pytest.fixture
-def worker(integration_clusters: Clusters) -> Iterator[AsyncKube]:
+@pytest_asyncio.fixture
+async def worker(integration_clusters: Clusters) -> AsyncIterator[AsyncKube]:
     kube = AsyncKube(integration_clusters.worker(1), workers=4)
     yield kube
-    kube.close()
+    await kube.close()
 
 
 @pytest.fixture
@@ -293,4 +294,4 @@ async def test_unreachable_cluster_is_a_failure_without_status(integration_clust
         assert time.monotonic() - started < 3
     finally:
         await informer.stop()
-        kube.close()
+        await kube.close()

@@ -85,7 +85,7 @@ class Replica:
         self.stop.set()
         if self.task is not None:
             await asyncio.wait_for(self.task, 10)
-        self.kube.close()
+        await self.kube.close()
 
 
 @pytest_asyncio.fixture

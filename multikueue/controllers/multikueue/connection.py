@@ -541,4 +541,4 @@ async def _close(session: _Session) -> None:
     await cancel_and_wait(session.probe)
     await cancel_and_wait(session.lease)
     await asyncio.gather(*(i.stop() for i in session.informers()), return_exceptions=True)
-    session.kube.close()
+    await session.kube.close()

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from structlog.testing import capture_logs
@@ -63,7 +62,7 @@ from multikueue.integrations.batchjob.adapter import BatchJobAdapter
 from multikueue.integrations.registry import IntegrationSet
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.expectations import PendingDeletes
-from multikueue.runtime.kube import AsyncKube, load_api_client
+from multikueue.runtime.kube import AsyncKube, TransportError, load_api_client
 from multikueue.runtime.workqueue import FakeClock, WorkQueue
 from multikueue.runtime.writer import WorkloadWriter
 
@@ -243,7 +242,7 @@ def kube_of(path: Any) -> AsyncKube:
 
 
 def unreachable_kube(clusters: Clusters, index: int) -> AsyncKube:
-    """A real client for a worker whose API server does not answer (a closed port): urllib3 errors."""
+    """A real client for a worker whose API server does not answer (a closed port): TransportError."""
     api = load_api_client(str(clusters.kubeconfigs[index]), 2)
     api.configuration.host = f"https://127.0.0.1:{free_port()}"
     return AsyncKube(api, workers=2)
@@ -282,7 +281,7 @@ async def env(integration_clusters: Clusters) -> AsyncIterator[Env]:
         await events.stop()
         for kube in [manager, *(w.kube for w in workers.values())]:
             if kube is not None:
-                kube.close()
+                await kube.close()
         for a in [api, *worker_api.values()]:
             a.close()
 
@@ -433,7 +432,7 @@ async def test_workers_are_acted_on_side_by_side(env: Env, namespace: str) -> No
         assert await asyncio.wait_for(env.applier.apply(wl, nominate_plan(), CHECK, gated, None, None), 15) is None
     finally:
         for w in gated.values():
-            w.kube.close()  # type: ignore[union-attr]
+            await w.kube.close()  # type: ignore[union-attr]
     assert all(env.remote_workload(w, ns, name) for w in WORKERS)
 
 
@@ -447,9 +446,9 @@ async def test_one_worker_failing_does_not_stop_the_other(env: Env, namespace: s
         # The unreachable worker comes first in the plan: the other worker's copy is created all the same.
         with pytest.raises(WorkerCallFailed) as raised:
             await env.applier.apply(wl, nominate_plan(), CHECK, workers, None, None)
-        assert isinstance(raised.value.cause, urllib3.exceptions.HTTPError)
+        assert isinstance(raised.value.cause, TransportError)
     finally:
-        down.kube.close()  # type: ignore[union-attr]
+        await down.kube.close()  # type: ignore[union-attr]
     assert env.remote_workload("worker2", ns, name) is not None
     local = env.kueue.get("Workload", name, ns)
     assert local["status"]["nominatedClusterNames"] == list(WORKERS)
@@ -919,7 +918,7 @@ async def test_an_unexpected_error_is_retried_with_backoff(
         assert len(controller.handled) == 2
         assert controller.queue.waiting()[key] == pytest.approx(controller.clock.now() + controller.queue.backoff(2))
     finally:
-        env.workers["worker2"].kube.close()  # type: ignore[union-attr]
+        await env.workers["worker2"].kube.close()  # type: ignore[union-attr]
         env.workers["worker2"].kube = reachable
 
     # The worker is back: the next retry dispatches there and the backoff is forgotten.

@@ -191,4 +191,4 @@ async def test_hostile_objects_are_reported_and_the_others_processed(
         lag.stop()
         await reconciler.stop()
         await events.stop()
-        kube.close()
+        await kube.close()

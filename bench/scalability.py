@@ -124,7 +124,8 @@ def print_our_counts(log: Path) -> None:
                 fields = {"line": line}
             print(f"ours: writes {fields.get('workload_writes')}, queue status writes {fields.get('queue_status_writes')}, "
                   f"scheduling cycles {fields.get('scheduling_cycles')} ({fields.get('scheduling_seconds')} s, "
-                  f"{fields.get('preemption_plans')} preemption plans), quota release after the watch event "
+                  f"{fields.get('preemption_plans')} preemption plans run, {fields.get('preemption_plans_skipped')} "
+                  f"answered without running), quota release after the watch event "
                   f"{fields.get('quota_release')}", flush=True)
             return
     print('ours: no "controller stopped" line in its log', flush=True)

@@ -130,6 +130,7 @@ __all__ = [
     "Victim",
     "candidate_order",
     "cluster_queue_path",
+    "may_find_candidates",
     "plan_preemption",
     "resources_needing_preemption",
     "satisfies_policy",
@@ -537,6 +538,31 @@ def _candidates(sim: Simulation, policy: ClusterQueuePreemption, now: datetime) 
         none_from_other_queues=not with_advantage and not by_priority,
         none_with_advantage=not with_advantage,
     )
+
+
+def may_find_candidates(
+    preemptor: Preemptor, node: QuotaNode, policy: ClusterQueuePreemption, own_priorities: Iterable[int]
+) -> bool:
+    """False only when :func:`plan_preemption` would find no candidate: a necessary condition, no tree copied.
+
+    ``node`` is the preemptor's ClusterQueue in the live tree and
+    ``own_priorities`` the priorities of the Workloads holding quota in it. A
+    candidate of its own queue needs a priority ``withinClusterQueue`` lets it
+    preempt; one of another queue needs ``reclaimWithinCohort`` and that queue
+    above its nominal quota in a pair the preemptor uses (the pairs needing
+    preemption are among them). Why: a saturated cohort sends most pending
+    Workloads to preemption, and in upstream's scalability test 98 % of those
+    plans found nobody: each one copied the tree and weighed every holder.
+    """
+    within = policy.within_cluster_queue
+    if within != WithinClusterQueuePolicy.NEVER:
+        equal_too = within == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        if any(p < preemptor.priority or (equal_too and p == preemptor.priority) for p in own_priorities):
+            return True
+    if node.parent is None or policy.reclaim_within_cohort == ReclaimWithinCohortPolicy.NEVER:
+        return False
+    used = preemptor.usage.keys()
+    return any(leaf is not node and not _within_nominal(leaf, used) for leaf in leaves(root_of(node)))
 
 
 def _still_valid(sim: Simulation, candidate: _Candidate, allow_borrowing: bool) -> bool:

@@ -135,10 +135,13 @@ from multikueue.core.cache import Cache, ClusterQueueState, PendingWorkload, Quo
 from multikueue.core.flavors import FlavorAssignment, PodSetRequest, assign_flavors
 from multikueue.core.matching import selector_matches
 from multikueue.core.preemption import (
+    NO_CANDIDATES_MESSAGE,
     AdmittedWorkload,
+    Outcome,
     PreemptionContext,
     PreemptionPlan,
     Preemptor,
+    may_find_candidates,
     plan_preemption,
     satisfies_policy,
 )
@@ -229,6 +232,9 @@ class CycleResult:
     #: ClusterQueues whose preemption was planned this cycle (once each: for their first candidate
     #: that needs it, in queue order, as upstream plans only for queue heads).
     planned_preemption: set[str] = field(default_factory=set, repr=False, compare=False)
+    #: Preemption plans run, and those answered "no candidates" without running (:func:`may_find_candidates`).
+    plans: int = field(default=0, repr=False, compare=False)
+    plans_skipped: int = field(default=0, repr=False, compare=False)
     #: Run another cycle at this time even without events (the earliest end of a requeue backoff).
     next_cycle_at: datetime | None = None
     #: Run another cycle soon: a ClusterQueue's walk stopped at ``heads_per_queue`` candidates not
@@ -598,12 +604,23 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
     )
 
 
+#: The plan :func:`_plan` answers when no candidate can exist (what :func:`plan_preemption` would say).
+NO_CANDIDATES_PLAN = PreemptionPlan(Outcome.NO_CANDIDATES, message=NO_CANDIDATES_MESSAGE)
+
+
 def _plan(cycle: _Cycle, state: ClusterQueueState, pending: PendingWorkload, assignment: FlavorAssignment) -> PreemptionPlan:
     """The preemption ``assignment`` would need: victims among the quota holders no preemptor of this cycle claimed."""
+    preemptor = _preemptor(pending, state, assignment)
+    policy = state.spec.preemption
+    if cycle.fair_sharing is None and not may_find_candidates(
+        preemptor, state.node, policy, cycle.own_holders(state.name).by_priority
+    ):
+        cycle.result.plans_skipped += 1
+        return NO_CANDIDATES_PLAN
+    cycle.result.plans += 1
     claimed = {d.victim for d in cycle.result.preempted}
     candidates = [c for key, c in cycle.victims_of(state.name).items() if key not in claimed]
-    preemptor = _preemptor(pending, state, assignment)
-    ctx = PreemptionContext(state.node, state.spec.preemption, candidates, cycle.now)
+    ctx = PreemptionContext(state.node, policy, candidates, cycle.now)
     if cycle.fair_sharing is not None:
         return plan_fair_preemption(preemptor, ctx, cycle.fair_sharing.preemption_strategies)
     return plan_preemption(preemptor, ctx)

@@ -398,6 +398,7 @@ async def run_controller(options: ControllerOptions) -> None:
                 scheduling_cycles=controller.scheduling.cycles,
                 scheduling_seconds=round(controller.scheduling.cycle_seconds, 1),
                 preemption_plans=controller.scheduling.preemption_plans,
+                preemption_plans_skipped=controller.scheduling.preemption_plans_skipped,
                 quota_release=metrics.quota_release_summary(),
             )
             if not stop_kopf.is_set():

@@ -175,9 +175,10 @@ class SchedulingLoop:
         self.queue_status = queue_status
         self._memo = CycleMemo()
         self.cycles = 0
-        #: Preemptions planned (one per ClusterQueue and cycle at most) and seconds spent in cycles:
-        #: logged at stop, read by the benchmarks.
+        #: Preemption plans run, plans answered without running (no candidate can exist), and seconds
+        #: spent in cycles: logged at stop, read by the benchmarks.
         self.preemption_plans = 0
+        self.preemption_plans_skipped = 0
         self.cycle_seconds = 0.0
         self._wake = asyncio.Event()
         #: Victims whose eviction is written or in flight -> the resourceVersion it was decided on:
@@ -344,7 +345,8 @@ class SchedulingLoop:
                 next_cycle_at = result.next_cycle_at
                 self.cycles += 1
                 self.cycle_seconds += took
-                self.preemption_plans += len(result.planned_preemption)
+                self.preemption_plans += result.plans
+                self.preemption_plans_skipped += result.plans_skipped
                 if result.more:
                     self.notify()
                 for decision in result.admitted:

@@ -29,6 +29,7 @@ from multikueue.core.preemption import (
     PreemptionPlan,
     Preemptor,
     cluster_queue_path,
+    may_find_candidates,
     plan_preemption,
     resources_needing_preemption,
     satisfies_policy,
@@ -755,3 +756,72 @@ def test_victims_make_room_and_every_victim_is_needed(
     assert _fits(without(gone), preemptor)
     for victim in gone:
         assert not _fits(without([w for w in gone if w is not victim]), preemptor, allow_borrowing=False)
+
+
+# --- the necessary condition the scheduler checks before planning ---------------------------------------
+
+_POLICIES = [
+    policy(),
+    policy(within=LP),
+    policy(within="LowerOrNewerEqualPriority"),
+    policy(reclaim="Any"),
+    policy(reclaim=LP),
+    policy(within=LP, reclaim="Any"),
+    policy(within="LowerOrNewerEqualPriority", reclaim=LP, borrow=LP, threshold=0),
+    policy(within=LP, reclaim=LP, borrow=LP),
+]
+_HIERARCHY = {"cohort": "top", "cohort-no-limits": "top", "cohort-three": "top"}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    generated=st.lists(
+        st.tuples(
+            st.sampled_from(["c1", "c2", "d1", "d2", "a", "b", "c", "lend1", "lend2", "standalone"]),
+            st.integers(1, 6),
+            st.integers(1, 3),
+            st.integers(-2, 2),
+            st.booleans(),
+        ),
+        min_size=4,
+        max_size=24,
+    ),
+    target=st.sampled_from(["c1", "c2", "d1", "d2", "a", "b", "c", "lend1", "standalone"]),
+    cpu=st.integers(1, 12),
+    mem=st.integers(0, 6),
+    priority=st.integers(-1, 3),
+    chosen=st.sampled_from(range(len(_POLICIES))),
+    hierarchical=st.booleans(),
+)
+def test_no_plan_finds_victims_where_the_necessary_condition_says_none_can_exist(
+    generated: list[tuple[str, int, int, int, bool]],
+    target: str,
+    cpu: int,
+    mem: int,
+    priority: int,
+    chosen: int,
+    hierarchical: bool,
+) -> None:
+    """``may_find_candidates`` only skips plans that would find nobody: every plan with victims passes it."""
+    queues = build_world(cohort_parents=_HIERARCHY if hierarchical else None)
+    admitted = []
+    for i, (cq, cpus, mems, prio, evicted) in enumerate(generated):
+        usage = {CPU: D(cpus), (ALPHA_MEM if cq == "standalone" else MEM): D(mems)}
+        if cq in ("lend1", "lend2"):
+            usage = {CPU: D(cpus)}
+        node = queues[cq]
+        if all(amount <= available(node, fr) for fr, amount in usage.items()):
+            for fr, amount in usage.items():
+                add_usage(node, fr, amount)
+            admitted.append(
+                AdmittedWorkload(("", f"w{i}"), cq, prio, usage, NOW - timedelta(seconds=i), NOW - timedelta(seconds=i), evicted, f"u{i}")
+            )
+    request = {CPU: D(cpu)}
+    if mem and target not in ("lend1",):
+        request[ALPHA_MEM if target == "standalone" else MEM] = D(mem)
+    preemptor = Preemptor(("", "in"), target, priority, NOW, request)
+    chosen_policy = _POLICIES[chosen]
+    plan = plan_preemption(preemptor, PreemptionContext(queues[target], chosen_policy, admitted, NOW))
+    own = [w.priority for w in admitted if w.cluster_queue == target]
+    if not may_find_candidates(preemptor, queues[target], chosen_policy, own):
+        assert plan.outcome in (Outcome.FITS, Outcome.NO_CANDIDATES), plan

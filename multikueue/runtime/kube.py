@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+from dataclasses import dataclass
 import os
 import ssl
 from urllib.parse import urlencode
@@ -78,6 +79,21 @@ class TransportError(OSError):
     unreachable server from an answer catch ``OSError`` (and ``ApiException``
     for answers).
     """
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One request: verb, path, JSON body, and how to read the answer."""
+
+    method: str
+    path: str
+    body: Any = None
+    content_type: str | None = None
+    query: list[tuple[str, str]] | None = None
+    decode: Callable[[bytes], Any] = decode_json
+
+    def url(self, host: str) -> str:
+        return host + self.path + ("?" + urlencode(self.query) if self.query else "")
 
 
 class _Answer:
@@ -178,23 +194,14 @@ class AsyncKube:
             self._session_loop = loop
         return self._session
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        content_type: str | None = None,
-        query: list[tuple[str, str]] | None = None,
-        decode: Callable[[bytes], Any] = decode_json,
-    ) -> Any:
-        """One request, JSON in, JSON out (read by ``decode``): ``ApiException`` for an answer outside 2xx,
-        ``TransportError`` for no answer."""
+    async def _send(self, request: _Call) -> Any:
+        """One request, JSON in, JSON out (read by ``request.decode``): ``ApiException`` for an answer
+        outside 2xx, ``TransportError`` for no answer."""
         if self._threaded:
-            return await self.call(self._request, method, path, body, content_type, query, decode)
-        headers = self._headers(method, path, body, content_type)
-        url = self.api.configuration.host + path
-        if query:
-            url += "?" + urlencode(query)
+            return await self.call(self._request, request)
+        method, body = request.method, request.body
+        headers = self._headers(request)
+        url = request.url(self.api.configuration.host)
         data = None if body is None else self._encode(body)
         attempt = 0
         while True:
@@ -220,14 +227,14 @@ class AsyncKube:
             await asyncio.sleep(wait)
         if not 200 <= status <= 299:
             raise ApiException(http_resp=_Answer(status, reason, payload, answer_headers))
-        return decode(payload) if payload else None
+        return request.decode(payload) if payload else None
 
-    def _headers(self, method: str, path: str, body: Any, content_type: str | None) -> dict[str, str]:
+    def _headers(self, request: _Call) -> dict[str, str]:
         """The client's own headers and auth (a refreshed token included)."""
         headers = {**self.api.default_headers, "Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
-        self.api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
+        if request.body is not None:
+            headers["Content-Type"] = request.content_type or "application/json"
+        self.api.update_params_for_auth(headers, None, ["BearerToken"], request.path, request.method, None)
         return headers
 
     # -- generic objects (custom resources and built-in kinds alike) --------
@@ -243,15 +250,7 @@ class AsyncKube:
             base += f"/{sub}"
         return base
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        content_type: str | None = None,
-        query: list[tuple[str, str]] | None = None,
-        decode: Callable[[bytes], Any] = decode_json,
-    ) -> Any:
+    def _request(self, request: _Call) -> Any:
         """``_send`` through the client's urllib3 pool (blocking: from a thread).
 
         Straight to the pool, with the client's own headers and auth: its
@@ -259,10 +258,9 @@ class AsyncKube:
         with ``json``, a fifth of a thread's time under load for bodies that
         are plain JSON.
         """
-        headers = self._headers(method, path, body, content_type)
-        url = self.api.configuration.host + path
-        if query:
-            url += "?" + urlencode(query)
+        headers = self._headers(request)
+        url = request.url(self.api.configuration.host)
+        method, body = request.method, request.body
         try:
             raw = self.api.rest_client.pool_manager.request(
                 method, url, body=None if body is None else self._encode(body), headers=headers, timeout=_TIMEOUT, preload_content=True
@@ -273,7 +271,7 @@ class AsyncKube:
         response.read()
         if not 200 <= response.status <= 299:
             raise ApiException(http_resp=response)
-        return decode(response.data) if response.data else None
+        return request.decode(response.data) if response.data else None
 
     def _encode(self, body: Any) -> bytes:
         try:
@@ -284,7 +282,7 @@ class AsyncKube:
     async def discover(self, group: str, version: str) -> dict[str, Any]:
         """The API server's resource list for ``group/version`` (discovery); 404 when not served."""
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        return await self._send("GET", path)  # type: ignore[no-any-return]
+        return await self._send(_Call("GET", path))  # type: ignore[no-any-return]
 
     async def list_all(
         self,
@@ -301,7 +299,7 @@ class AsyncKube:
         """
         query = _selectors(label_selector, field_selector)
         path = self._path(ResourceRef(ref.group, ref.version, ref.plural, namespace is not None), namespace)
-        return await self._send("GET", path, None, None, query, decode)  # type: ignore[no-any-return]
+        return await self._send(_Call("GET", path, query=query, decode=decode))  # type: ignore[no-any-return]
 
     def open_watch(
         self,
@@ -332,7 +330,7 @@ class AsyncKube:
         return response.response
 
     async def get(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any]:
-        return await self._send("GET", self._path(ref, namespace, name))
+        return await self._send(_Call("GET", self._path(ref, namespace, name)))
 
     async def get_or_none(self, ref: ResourceRef, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
@@ -347,11 +345,11 @@ class AsyncKube:
     ) -> list[dict[str, Any]]:
         query = _selectors(label_selector or "", field_selector)
         path = self._path(ResourceRef(ref.group, ref.version, ref.plural, ref.namespaced and namespace is not None), namespace)
-        result = await self._send("GET", path, None, None, query)
+        result = await self._send(_Call("GET", path, query=query))
         return list(result.get("items", []))
 
     async def create(self, ref: ResourceRef, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._send("POST", self._path(ref, namespace), body)
+        return await self._send(_Call("POST", self._path(ref, namespace), body))
 
     async def patch(
         self,
@@ -364,17 +362,12 @@ class AsyncKube:
         content_type: str = MERGE_PATCH,
     ) -> dict[str, Any]:
         path = self._path(ref, namespace, name, "status" if status else None)
-        return await self._send("PATCH", path, patch, content_type)
+        return await self._send(_Call("PATCH", path, patch, content_type))
 
     async def delete(self, ref: ResourceRef, namespace: str | None, name: str, propagation: str = "Background") -> bool:
         """Delete; False when it was already gone."""
         try:
-            await self._send(
-                "DELETE",
-                self._path(ref, namespace, name),
-                {"propagationPolicy": propagation},
-                "application/json",
-            )
+            await self._send(_Call("DELETE", self._path(ref, namespace, name), {"propagationPolicy": propagation}, "application/json"))
             return True
         except ApiException as exc:
             if exc.status == 404:
@@ -385,7 +378,7 @@ class AsyncKube:
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         """Post an Event; the answer is not read (the client's typed call would build a model of it, for nothing)."""
-        await self._send("POST", f"/api/v1/namespaces/{namespace}/events", body, None, None, _ignore)
+        await self._send(_Call("POST", f"/api/v1/namespaces/{namespace}/events", body, decode=_ignore))
 
 
 def _ignore(_: bytes) -> None:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from dataclasses import dataclass
 import os
 import ssl
-from urllib.parse import urlencode
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
+from urllib.parse import urlencode
 
 import aiohttp
 import certifi

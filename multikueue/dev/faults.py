@@ -7,9 +7,12 @@ its sockets open and answers nothing, as a VM paused or a node under
 memory pressure). Each helper leaves the component running and ready again
 when it returns, so a test's clean-up never depends on the fault's.
 
-Only etcd and kube-apiserver are restarted: they are what MultiKueue talks
-to (directly, or underneath). The controller processes have their own
-``kill``/``start`` (:class:`multikueue.dev.controllers.ControllerProcess`).
+Only etcd and kube-apiserver are restarted as faults: they are what
+MultiKueue talks to (directly, or underneath). kwok can be restarted too, as
+the clean-up of a fault: its fake kubelets drop a pod's stage that failed
+while etcd was away and never apply it again, where a real kubelet retries.
+The controller processes have their own ``kill``/``start``
+(:class:`multikueue.dev.controllers.ControllerProcess`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from multikueue.dev.localcluster import LocalCluster
 from multikueue.dev.process import ManagedProcess
 
 #: The components this module can bring back, in start order.
-RESTARTABLE = ("etcd", "kube-apiserver")
+RESTARTABLE = ("etcd", "kube-apiserver", "kwok")
 
 
 def _component(cluster: LocalCluster, component: str) -> ManagedProcess:
@@ -41,6 +44,8 @@ def _start(cluster: LocalCluster, component: str) -> None:
     if component == "etcd":
         cluster.start_etcd(binaries)
         cluster.wait_etcd()
+    elif component == "kwok":
+        cluster.start_kwok(binaries)  # no health check of its own: it re-lists the pods as it starts
     else:
         cluster.start_apiserver(binaries)
         cluster.wait_apiserver()

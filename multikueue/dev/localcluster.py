@@ -251,6 +251,11 @@ class LocalCluster:
                 logs / "kube-scheduler.log",
             )
         )
+        self.start_kwok(binaries)
+
+    def start_kwok(self, binaries: Binaries) -> None:
+        """Start kwok, the fake kubelets of the cluster's fake nodes (full clusters; also after a fault)."""
+        kc = self.kubeconfig_path
         self.processes.append(
             spawn(
                 f"{self.name}/kwok",
@@ -264,7 +269,7 @@ class LocalCluster:
                     "--cidr=10.244.0.0/16",
                     f"--config={source_checkout() / 'hack' / 'kwok' / 'stages.yaml'}",
                 ],
-                logs / "kwok.log",
+                self.directory / "logs" / "kwok.log",
             )
         )
 

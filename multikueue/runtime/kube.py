@@ -96,17 +96,14 @@ class _Call:
         return host + self.path + ("?" + urlencode(self.query) if self.query else "")
 
 
+@dataclass(frozen=True)
 class _Answer:
     """What ``ApiException`` reads of an HTTP response (status, reason, body, headers)."""
 
-    def __init__(self, status: int, reason: str | None, data: bytes, headers: Mapping[str, str]) -> None:
-        self.status = status
-        self.reason = reason
-        self.data = data
-        self.headers = headers
-
-    def getheaders(self) -> Mapping[str, str]:
-        return self.headers
+    status: int
+    reason: str | None
+    data: bytes
+    headers: Mapping[str, str]
 
 
 def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:

@@ -1225,6 +1225,116 @@ def test_strict_fifo_parks_nothing() -> None:
     assert not cache.is_parked(("default", "large-head"), "cq")
 
 
+# --- the batch in which freed quota wakes parked Workloads (upstream's requeueBatchPeriod) ---------
+
+BATCH = timedelta(seconds=1)
+
+
+def batched_cache(**cq_spec: Any) -> Cache:
+    """``seed_cache`` (9 CPUs) with the controller's batch of wakes."""
+    cache = Cache(requeue_batch_period=BATCH)
+    cache.upsert_namespace("default", {"kubernetes.io/metadata.name": "default"})
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(cluster_queue(**cq_spec))
+    cache.upsert_local_queue(local_queue())
+    return cache
+
+
+def park_behind(cache: Cache, *, running: str, waiting: str, running_priority: int = 0, waiting_priority: int = 0) -> Workload:
+    """Admit ``running`` (``running`` CPUs), then park ``waiting``; the running Workload as confirmed."""
+    cache.upsert_workload(workload("running", running, priority=running_priority, age=100))
+    admitted = confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("waiting", waiting, priority=waiting_priority, age=50))
+    result = schedule(cache, NOW)
+    assert set(pending(result)) == {"waiting"}
+    write_pending(cache, result.pending[0])
+    assert cache.is_parked(("default", "waiting"), "cq")
+    return admitted
+
+
+def test_freed_quota_wakes_parked_workloads_one_batch_period_later() -> None:
+    cache = batched_cache()
+    running = park_behind(cache, running="6", waiting="5")
+    finish(cache, running)
+
+    result = schedule(cache, NOW)
+    assert result.admitted == [] and cache.is_parked(("default", "waiting"), "cq")
+    assert result.next_cycle_at == NOW + BATCH, "the loop is told when the batch is due"
+    assert schedule(cache, NOW + BATCH / 2).admitted == []
+    assert names(schedule(cache, NOW + BATCH)) == ["waiting"]
+
+
+def test_a_batch_starts_at_the_first_release_and_later_ones_join_it() -> None:
+    cache = batched_cache()
+    cache.upsert_workload(workload("other", "2", age=200))
+    other = confirm(cache, schedule(cache, NOW).admitted[0])
+    running = park_behind(cache, running="4", waiting="5")  # 6 of 9 held, 5 asked
+
+    finish(cache, other)
+    assert schedule(cache, NOW).next_cycle_at == NOW + BATCH
+    finish(cache, running)
+    result = schedule(cache, NOW + BATCH * 0.6)
+    assert result.admitted == [] and result.next_cycle_at == NOW + BATCH, "not pushed back by the second release"
+    assert names(schedule(cache, NOW + BATCH)) == ["waiting"]
+    assert schedule(cache, NOW + BATCH * 3).next_cycle_at is None, "nothing left to wake"
+
+
+def test_a_higher_priority_arrival_takes_freed_quota_before_parked_workloads_come_back() -> None:
+    """The scalability test's pattern: a large Workload every 1.2 s takes the whole quota for 1 s.
+
+    Medium ones parked behind it stay out of the gap between one large Workload finishing and the
+    next arriving; admitted there, they would be preempted moments later.
+    """
+    cache = batched_cache(**LOWER)
+    large = park_behind(cache, running="9", waiting="4", running_priority=200, waiting_priority=100)
+    finish(cache, large)
+    assert schedule(cache, NOW).admitted == []
+
+    cache.upsert_workload(workload("next-large", "9", priority=200, age=0))
+    gap = NOW + BATCH / 5
+    result = schedule(cache, gap)
+    assert names(result) == ["next-large"] and result.preempted == []
+    confirm(cache, result.admitted[0])
+
+    result = schedule(cache, NOW + BATCH)
+    assert result.admitted == [] and result.preempted == [], "woken, it still does not fit, and preempts nobody"
+    assert cache.is_parked(("default", "waiting"), "cq")
+
+
+def test_without_a_batch_period_the_parked_workload_takes_the_gap_and_is_preempted() -> None:
+    """The same pattern with wakes at once: the churn the batch avoids."""
+    cache = seed_cache(**LOWER)
+    large = park_behind(cache, running="9", waiting="4", running_priority=200, waiting_priority=100)
+    finish(cache, large)
+    result = schedule(cache, NOW)
+    assert names(result) == ["waiting"]
+    confirm(cache, result.admitted[0])
+
+    cache.upsert_workload(workload("next-large", "9", priority=200, age=0))
+    result = schedule(cache, NOW + BATCH / 5)
+    assert [d.victim[1] for d in result.preempted] == ["waiting"]
+
+
+def test_queue_changes_wake_parked_workloads_at_once_with_a_batch_period() -> None:
+    cache = batched_cache()
+    park_behind(cache, running="6", waiting="5")
+    cache.upsert_cluster_queue(cluster_queue(quotas={"default-flavor": {"cpu": 12}}))
+    assert not cache.is_parked(("default", "waiting"), "cq")
+    assert names(schedule(cache, NOW)) == ["waiting"]
+
+
+def test_a_preemptor_is_admitted_when_its_victims_release_without_waiting_for_the_batch() -> None:
+    cache = batched_cache(**LOWER)
+    cache.upsert_workload(workload("low", "8", priority=0, age=30))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(workload("high", "4", priority=10, age=0))
+    result = schedule(cache, NOW)
+    assert [d.victim[1] for d in result.preempted] == ["low"]
+    evict(cache, result)
+    result = schedule(cache, NOW)
+    assert names(result) == ["high"], "the preemptor was not parked: the release lets it in at once"
+
+
 def preemption_cohort() -> Cache:
     """cq-a may reclaim within the cohort; cq-b's Workloads are within its own quota (no victims)."""
     cache = Cache()

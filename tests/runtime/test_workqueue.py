@@ -527,7 +527,10 @@ async def test_resync_adds_the_owned_keys_at_start_and_every_period_until_stop(h
         assert len(handler.calls) == 2  # not due yet
         clock.advance(1)
         await settle()
-        assert sorted(handler.keys()[2:]) == ["a", "b", "c"]
+        assert handler.keys()[2:] == ["a"]  # the pass spreads its keys over half a period
+        clock.advance(20)
+        await settle()
+        assert handler.keys()[2:] == ["a", "b", "c"]
     finally:
         await queue.stop(grace=1.0)
     clock.advance(60)
@@ -538,5 +541,38 @@ async def test_resync_adds_the_owned_keys_at_start_and_every_period_until_stop(h
     try:
         await settle()
         assert handler.keys()[-1] == "z"
+    finally:
+        await queue.stop(grace=1.0)
+
+
+@pytest.mark.asyncio
+async def test_a_resync_pass_skips_keys_handled_meanwhile_and_lets_new_events_go_first(
+    handler: Recorder, clock: FakeClock
+) -> None:
+    owned = [f"k{i:03d}" for i in range(100)]
+    queue = make(handler, clock)
+    queue.start(resync=lambda: list(owned), every=60)
+    try:
+        await settle()
+        assert len(handler.calls) == 100
+        clock.advance(30)
+        queue.add("k050")  # an event: handled now, so the next pass leaves it out
+        await settle()
+        clock.advance(30)  # the pass: 99 keys, spread over 30 s
+        await settle()
+        assert handler.keys()[101:] == ["k000"]
+        queue.add("event")  # due now, not behind the pass
+        clock.advance(0.31)  # the next key of the pass is due 30/99 s after the first
+        await settle()
+        assert handler.keys()[101:] == ["k000", "event", "k001"]
+        clock.advance(30)
+        await settle()
+        resynced = handler.keys()[101:]
+        assert sorted(resynced) == sorted([k for k in owned if k != "k050"] + ["event"])
+        # Keys no longer owned are forgotten by the next pass.
+        owned[:] = ["k000"]
+        clock.advance(60)
+        await settle()
+        assert queue._handled_at is not None and set(queue._handled_at) <= {"k000"}
     finally:
         await queue.stop(grace=1.0)

@@ -240,13 +240,13 @@ class WorkQueue(Generic[K]):
         runs every ``every`` seconds of the queue's clock until :meth:`stop`.
         The periodic pass makes a controller level-triggered: a key whose last
         handling decided on a picture that changed without an event is looked
-        at again. A pass adds only the keys not handled for ``every`` seconds
-        (one handled for an event meanwhile decided on a fresh picture), and
+        at again. A pass adds only the keys not handled for half a period (one
+        handled for an event meanwhile decided on a fresh picture), and
         spreads them over half a period rather than making them all due at
         once: adds for new events, due now, go ahead of most of them. With
         10,000 MultiKueue Workloads, a pass due at once put every event
         behind 10,000 handlings, once a minute. So each owned key is handled
-        at least every two and a half periods.
+        at least every period and a half.
         """
         if self.started:
             raise RuntimeError(f"work queue {self.name!r} is already started")
@@ -273,14 +273,14 @@ class WorkQueue(Generic[K]):
             self._resync_pass(list(resync()), period)
 
     def _resync_pass(self, owned: list[K], period: float) -> None:
-        """Add the owned keys not handled for a period, spread over half of one (see :meth:`start`)."""
+        """Add the owned keys not handled for half a period, spread over half a period (see :meth:`start`)."""
         now = self._clock.now()
         handled = self._handled_at or {}
         self._handled_at = {key: handled[key] for key in owned if key in handled}  # forget keys no longer owned
-        stale = [key for key in owned if now - handled.get(key, -math.inf) >= period]
-        spread = period / 2
+        half = period / 2
+        stale = [key for key in owned if now - handled.get(key, -math.inf) >= half]
         for index, key in enumerate(stale):
-            self.add(key, delay=spread * index / len(stale))
+            self.add(key, delay=half * index / len(stale))
         log.debug("work queue resync", queue=self.name, owned=len(owned), added=len(stale), waiting=len(self))
 
     async def stop(self, grace: float = 5.0) -> None:

@@ -555,10 +555,10 @@ async def test_a_resync_pass_skips_keys_handled_meanwhile_and_lets_new_events_go
     try:
         await settle()
         assert len(handler.calls) == 100
-        clock.advance(30)
-        queue.add("k050")  # an event: handled now, so the next pass leaves it out
+        clock.advance(40)
+        queue.add("k050")  # an event: handled 20 s before the next pass, which leaves it out
         await settle()
-        clock.advance(30)  # the pass: 99 keys, spread over 30 s
+        clock.advance(20)  # the pass: 99 keys, spread over 30 s
         await settle()
         assert handler.keys()[101:] == ["k000"]
         queue.add("event")  # due now, not behind the pass

@@ -120,9 +120,13 @@ async def test_every_workload_is_planned_again_each_period_without_any_event(har
     assert len(harness.handled) == 2, "nothing happens before the period is over"
     harness.clock.advance(1)
     await settle()
+    harness.clock.advance(RESYNC_SECONDS / 2)  # a pass spreads its Workloads over half a period
+    await settle()
     assert sorted(harness.passes(since=RESYNC_SECONDS)) == ["a", "b"]
     harness.cache.upsert_workload(workload("c"))  # no event reaches the controller for it
-    harness.clock.advance(RESYNC_SECONDS)
+    harness.clock.advance(RESYNC_SECONDS / 2)
+    await settle()
+    harness.clock.advance(RESYNC_SECONDS / 2)
     await settle()
     assert sorted(harness.passes(since=2 * RESYNC_SECONDS)) == ["a", "b", "c"]
 
@@ -155,5 +159,7 @@ async def test_a_stopped_controller_plans_nothing_and_a_restart_replans_everythi
     await settle()
     assert sorted(harness.passes(since=3 * RESYNC_SECONDS)) == ["a", "b"]
     harness.clock.advance(RESYNC_SECONDS)
+    await settle()
+    harness.clock.advance(RESYNC_SECONDS / 2)  # the pass spreads its Workloads over half a period
     await settle()
     assert sorted(harness.passes(since=4 * RESYNC_SECONDS)) == ["a", "b"], "the periodic resync runs again"

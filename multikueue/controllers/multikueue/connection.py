@@ -126,6 +126,10 @@ class _Session:
 
     kube: AsyncKube
     workloads: Informer | None = None
+    #: The worker's copies of Workloads, parsed, kept from the first listing on (the informer keeps only
+    #: their keys: one parse per copy rather than a parse and the raw object, for every copy on every
+    #: worker). Becomes :attr:`RemoteCluster.workloads` once the session is current.
+    copies: dict[ObjectKey, Workload] = field(default_factory=dict)
     jobs: dict[ResourceRef, Informer] = field(default_factory=dict)
     #: Set while the worker's apiserver misses its health probes.
     unresponsive: "RemoteUnavailable | None" = None
@@ -264,7 +268,7 @@ class RemoteCluster:
         """Build a client, start the informers, wait for their first listing; RemoteUnavailable on failure."""
         api = await asyncio.to_thread(self._build_client, text)
         session = _Session(AsyncKube(api, workers=16))
-        workloads = session.workloads = self._informer(session, WORKLOADS)
+        session.workloads = self._informer(session, WORKLOADS)
         for ref in self.job_refs:
             session.jobs[ref] = self._informer(session, ref)
         try:
@@ -296,15 +300,13 @@ class RemoteCluster:
         for ref in [r for r in self.job_refs if r not in session.jobs]:
             session.jobs[ref] = self._informer(session, ref)
             session.jobs[ref].start()
-        self.workloads = {}
-        for obj in workloads.store.objects.values():
-            self._store_workload("ADDED", obj)
+        self.workloads = session.copies
         self.jobs = {
             (ref.plural, key): obj for ref, informer in session.jobs.items() for key, obj in informer.store.objects.items()
         }
         self.watched = self._synced_kinds(session)
-        for obj in list(workloads.store.objects.values()):
-            self.on_change(self, "workload", obj)
+        for namespace, name in list(session.copies):
+            self.on_change(self, "workload", {"metadata": {"namespace": namespace, "name": name}})
 
     def _informer(self, session: _Session, ref: ResourceRef) -> Informer:
         job = ref != WORKLOADS
@@ -312,6 +314,7 @@ class RemoteCluster:
             session.kube,
             ref,
             lambda event_type, obj: self._on_event(session, ref, event_type, obj),
+            keep_objects=job,  # the Workloads' parse is kept in the session (see _Session.copies)
             label_selector=f"{Labels.MULTIKUEUE_ORIGIN}={self.origin}",
             on_health=lambda _: self._on_health(session),
             not_usable=NOT_USABLE if job else (),
@@ -488,24 +491,28 @@ class RemoteCluster:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _store_workload(self, event_type: str, obj: dict[str, Any]) -> None:
+    def _store_workload(self, session: _Session, event_type: str, obj: dict[str, Any]) -> str | None:
+        """Keep the session's parse of a worker's copy up to date; the UID of a deleted one (a relist's
+        ``DELETED`` carries only the key)."""
         key = object_key(obj)
         if event_type == DELETED:
-            self.workloads.pop(key, None)
-            return
+            gone = session.copies.pop(key, None)
+            return uid_of(obj) or (gone.metadata.uid if gone is not None else None)
         try:
-            self.workloads[key] = Workload.from_k8s(obj)
+            session.copies[key] = Workload.from_k8s(obj)
         except (ValidationError, ValueError) as exc:
             log.warning("remote workload ignored: it does not parse", cluster=self.name, workload=f"{key[0]}/{key[1]}", error=str(exc).splitlines()[0])
+        return None
 
     def _on_event(self, session: _Session, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
-        """An informer event of the current connection (events of a closed one, or of a dropped kind, are ignored)."""
+        """An informer event: the copies of a connecting session are kept; otherwise only the current
+        connection's events count (those of a closed one, or of a dropped kind, are ignored)."""
+        deleted_uid = self._store_workload(session, event_type, obj) if ref == WORKLOADS else None
         if session is not self._session:
             return
         if event_type == DELETED:
-            self.pending_deletes.observed(uid_of(obj))
+            self.pending_deletes.observed(deleted_uid if ref == WORKLOADS else uid_of(obj))
         if ref == WORKLOADS:
-            self._store_workload(event_type, obj)
             self.on_change(self, "workload", obj)
         elif session.jobs.get(ref) is not None:
             key = (ref.plural, object_key(obj))

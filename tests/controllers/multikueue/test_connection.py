@@ -32,7 +32,9 @@ import pytest_asyncio
 import yaml
 from kubernetes import client
 
-from multikueue.api.constants import MultiKueue
+from multikueue.api.constants import Labels, MultiKueue
+from multikueue.api.resources import WORKLOADS
+from multikueue.api.workload import Workload
 from multikueue.api.multikueue import MultiKueueCluster
 from multikueue.controllers.multikueue import connection
 from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
@@ -288,3 +290,59 @@ async def test_a_frozen_worker_apiserver_is_inactive_within_10s_and_active_after
     assert remote.state.reason == "Active"
     assert "/readyz" in message
     assert detected < 10
+
+
+# -- the worker's copies ---------------------------------------------------------------------------
+
+
+def _copy(namespace: str, name: str, origin: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace, "labels": {Labels.MULTIKUEUE_ORIGIN: origin}},
+        "spec": {
+            "queueName": "user-queue",
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}],
+        },
+    }
+
+
+@pytest.mark.asyncio
+async def test_the_workers_copies_are_kept_parsed_from_the_first_listing_on(
+    integration_clusters: Clusters, namespace: str, manager: AsyncKube, admin_kube: Callable[[int], AsyncKube]
+) -> None:
+    """The remote Workloads' informer keeps only keys; the connection keeps one parse of each copy,
+    from the listing made while connecting (events then are not lost) and every event after."""
+    worker = admin_kube(1)
+    origin = f"conn-{uuid.uuid4().hex[:6]}"
+    await worker.create(WORKLOADS, namespace, _copy(namespace, "before", origin))
+    await worker.create(WORKLOADS, namespace, _copy(namespace, "elsewhere", "another-origin"))
+    secret = _put_secret(integration_clusters.manager, namespace, _worker_kubeconfig(integration_clusters.manager, 1))
+    changes: list[tuple[str, str]] = []
+    remote = RemoteCluster(
+        name="copies",
+        spec=_spec("copies", secret),
+        origin=origin,
+        namespace=namespace,
+        manager=manager,
+        job_refs=[],
+        on_change=lambda _, kind, obj: changes.append((kind, (obj or {}).get("metadata", {}).get("name", ""))),
+        on_state=lambda _: None,
+    )
+    remote.start()
+    try:
+        await _until(lambda: remote.state.active, 30, "the worker connected")
+        assert list(remote.workloads) == [(namespace, "before")]
+        assert isinstance(remote.workloads[(namespace, "before")], Workload)
+        assert ("workload", "before") in changes
+
+        created = await worker.create(WORKLOADS, namespace, _copy(namespace, "after", origin))
+        await _until(lambda: (namespace, "after") in remote.workloads, 10, "the new copy seen")
+        assert remote.workloads[(namespace, "after")].metadata.uid == created["metadata"]["uid"]
+
+        remote.pending_deletes.expect(created["metadata"]["uid"])
+        await worker.delete(WORKLOADS, namespace, "after")
+        await _until(lambda: (namespace, "after") not in remote.workloads, 10, "the deleted copy gone")
+        assert not remote.pending_deletes.pending(created["metadata"]["uid"]), "its DELETED was observed"
+    finally:
+        await remote.stop()

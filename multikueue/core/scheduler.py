@@ -357,9 +357,8 @@ class _Cycle:
     own: dict[str, _OwnHolders] = field(default_factory=dict)
     #: Per quota tree, what preemption weighs of each holder that is not assumed, by key (see :meth:`victims_of`).
     victims_by_tree: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
-    #: Per ClusterQueue, by pod-set shape, the assignments that did not fit earlier in this cycle, and whether
-    #: their preemption was weighed and found no victims (see :func:`_known_misfit`).
-    misfits: dict[str, dict[str, tuple[FlavorAssignment, bool]]] = field(default_factory=dict)
+    #: Per ClusterQueue, by pod-set shape, the assignments that did not fit earlier in this cycle (see :func:`_known_misfit`).
+    misfits: dict[str, dict[str, FlavorAssignment]] = field(default_factory=dict)
     #: (ClusterQueue, namespace) -> whether the queue's ``namespaceSelector`` admits the namespace.
     namespaces: dict[tuple[str, str], bool] = field(default_factory=dict)
     #: Quota trees where a preemptor holds its usage this cycle: nothing is parked there (what does not
@@ -674,11 +673,8 @@ def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment:
 MISFIT_SHAPES = 8
 
 
-def _known_misfit(
-    cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload
-) -> tuple[FlavorAssignment, bool] | None:
-    """The assignment that did not fit for the same pod sets earlier in this cycle, if it decides this one
-    too, and whether this candidate's preemption counts as weighed.
+def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload) -> FlavorAssignment | None:
+    """The assignment that did not fit for the same pod sets earlier in this cycle, if it decides this one too.
 
     Within a cycle the free quota of a tree only shrinks (assumptions, a
     preemptor's held usage) until a preemption counts its victims' usage as
@@ -691,36 +687,22 @@ def _known_misfit(
     the scheduler's CPU in upstream's scalability test. Not used when a pod
     set may be partially admitted (its reduced counts depend on its priority
     and age), nor while the queue may still plan a preemption this cycle.
-
-    Weighed: the earlier misfit's own preemption was planned and found no
-    victims, without fair sharing. A later candidate of the same queue with
-    the same pod sets comes after it in queue order (no higher priority, no
-    older at equal priority), so every Workload it could preempt, the
-    earlier one could too: it finds none either, and is parked like it.
-    Upstream parks all of a queue's pending Workloads equivalent to an
-    inadmissible head at once (its scheduling equivalence hash). Left
-    unparked, identical Workloads behind the first were looked at after
-    every event and took quota the moment it was freed, to be preempted
-    again when the Workload that preempted them came back.
     """
     if workload.may_be_partial:  # its reduced counts depend on more than its pod sets
         return None
-    known = cycle.misfits.get(state.name, {}).get(workload.shape)
-    if known is not None and known[0].preemptible and state.name not in cycle.result.planned_preemption:
+    assignment = cycle.misfits.get(state.name, {}).get(workload.shape)
+    if assignment is not None and assignment.preemptible and state.name not in cycle.result.planned_preemption:
         return None
-    return known
+    return assignment
 
 
-def _remember_misfit(
-    cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload, assignment: FlavorAssignment, *, weighed: bool
-) -> None:
-    """``weighed``: its preemption was planned and found no victims (``_known_misfit`` says what follows)."""
+def _remember_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload, assignment: FlavorAssignment) -> None:
     if workload.may_be_partial:
         return
     shapes = cycle.misfits.setdefault(state.name, {})
     if len(shapes) >= MISFIT_SHAPES and workload.shape not in shapes:
         del shapes[next(iter(shapes))]  # the oldest
-    shapes[workload.shape] = (assignment, weighed and cycle.fair_sharing is None)
+    shapes[workload.shape] = assignment
 
 
 def _order_key(entry: _Entry) -> tuple[bool, tuple[int, datetime, str, str]]:
@@ -872,13 +854,11 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         if workload.invalid is not None:
             _wait(cycle, cursor, workload, workload.invalid)
             continue
-        known = _known_misfit(cycle, cursor.state, workload)
-        if known is not None:
-            # Same pod sets as an earlier misfit of the cycle; one needing preemption gets here only when its
-            # queue planned for another candidate: weighed as that one when it was the misfit and found no
-            # victims (see _known_misfit), else not weighed.
-            misfit, weighed = known
-            _park(cycle, cursor, workload, misfit, weighed=weighed)
+        misfit = _known_misfit(cycle, cursor.state, workload)
+        if misfit is not None:
+            # Same pod sets as an earlier misfit of the cycle; one needing preemption gets here only
+            # when its queue planned for another candidate (it was not weighed).
+            _park(cycle, cursor, workload, misfit, weighed=False)
             _wait(cycle, cursor, workload, misfit.message)
             continue
         entry = _Entry(cursor, workload, _assign(cycle, cursor.state, workload))
@@ -973,6 +953,6 @@ def _decide(cycle: _Cycle, entries: list[_Entry], *, reassign_all: bool, defer: 
             if preempts:
                 touched_trees.add(tree)  # it holds its usage there now: later entries are re-assigned
         if not preempts:
-            _remember_misfit(cycle, state, entry.workload, assignment, weighed=weighed)
+            _remember_misfit(cycle, state, entry.workload, assignment)
             _park(cycle, entry.cursor, entry.workload, assignment, weighed=weighed)
         _wait(cycle, entry.cursor, entry.workload, message)

@@ -1315,51 +1315,6 @@ def test_without_a_batch_period_the_parked_workload_takes_the_gap_and_is_preempt
     assert [d.victim[1] for d in result.preempted] == ["waiting"]
 
 
-def test_identical_workloads_behind_one_that_found_no_victims_are_parked_with_it() -> None:
-    """Upstream parks a queue's Workloads equivalent to an inadmissible head together. Left unparked, the
-    ones behind the first took the quota freed by the next release at once, and were preempted again."""
-    cache = batched_cache(**LOWER)
-    cache.upsert_workload(workload("large", "9", priority=200, age=100))
-    large = confirm(cache, schedule(cache, NOW).admitted[0])
-    for i in range(3):
-        cache.upsert_workload(workload(f"medium-{i}", "3", priority=100, age=50 - i))
-    result = schedule(cache, NOW)
-    assert result.admitted == [] and result.preempted == []
-    assert result.plans + result.plans_skipped == 1, "one preemption weighed: the first one's"
-    assert all(cache.is_parked(("default", f"medium-{i}"), "cq") for i in range(3))
-    for update in result.pending:
-        write_pending(cache, update)
-
-    finish(cache, large)
-    cache.upsert_workload(workload("next-large", "9", priority=200, age=0))
-    result = schedule(cache, NOW + BATCH / 5)
-    assert names(result) == ["next-large"] and result.preempted == []
-
-
-def test_a_preemption_without_victims_wakes_one_batch_after_a_workload_starts_holding_quota() -> None:
-    cache = Cache(requeue_batch_period=BATCH)
-    cache.upsert_namespace("default", {})
-    cache.upsert_flavor(flavor())
-    cache.upsert_cluster_queue(
-        cluster_queue("cq-a", {"default-flavor": {"cpu": 4}}, cohortName="team", preemption={"reclaimWithinCohort": "Any"})
-    )
-    cache.upsert_cluster_queue(cluster_queue("cq-b", {"default-flavor": {"cpu": 4}}, cohortName="team"))
-    cache.upsert_local_queue(local_queue("queue-a", cq="cq-a"))
-    cache.upsert_local_queue(local_queue("queue-b", cq="cq-b"))
-    cache.upsert_workload(workload("a-running", "3", queue="queue-a", age=100))
-    confirm(cache, schedule(cache, NOW).admitted[0])
-    cache.upsert_workload(workload("a-waits", "3", queue="queue-a", age=50))
-    cache.upsert_workload(workload("b-fills", "4", queue="queue-b", age=60))
-    result = schedule(cache, NOW)
-    assert names(result) == ["b-fills"] and set(pending(result)) == {"a-waits"}
-    assert cache.is_parked(("default", "a-waits"), "cq-a")
-    confirm(cache, result.admitted[0])  # a Workload started holding quota in the tree: a possible victim
-    assert schedule(cache, NOW).next_cycle_at == NOW + BATCH
-    assert cache.is_parked(("default", "a-waits"), "cq-a")
-    schedule(cache, NOW + BATCH)
-    assert cache.is_parked(("default", "a-waits"), "cq-a"), "woken by the batch, looked at, parked again"
-
-
 def test_queue_changes_wake_parked_workloads_at_once_with_a_batch_period() -> None:
     cache = batched_cache()
     park_behind(cache, running="6", waiting="5")

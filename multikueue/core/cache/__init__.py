@@ -336,7 +336,7 @@ class Cache:
             # assumed admission is confirmed takes nothing more, but may be preempted from now on.
             self._mark_trees(changed, released=held is not None, batched=True)
             if confirmed and not changed and contribution is not None:
-                self._mark_trees((contribution.cluster_queue,), released=False, batched=True)
+                self._mark_trees((contribution.cluster_queue,), released=False)
         pending: PendingWorkload | None = None
         if workload is not None and contribution is None and _wants_quota(workload):
             pending = self._queues.entry_for(key, workload)

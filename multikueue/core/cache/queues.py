@@ -143,11 +143,10 @@ class PendingQueues:
         #: Parked Workloads: the ClusterQueue and the generations they were parked at (``None`` for
         #: admissions: not woken by them).
         self._parked: dict[WorkloadKey, tuple[str, int, int | None]] = {}
-        #: ClusterQueues whose parked Workloads a holder's change wakes with the next batch, asked since the
-        #: last :meth:`take_dirty` (True: quota was released, else only taken); and per ClusterQueue when
-        #: its batch is due and whether it wakes for a release (one batch per period).
-        self._wakes_asked: dict[str, bool] = {}
-        self._wakes_due: dict[str, tuple[datetime, bool]] = {}
+        #: ClusterQueues where a holder released quota since the last :meth:`take_dirty`, and per
+        #: ClusterQueue when its parked Workloads come back for those releases (one batch per period).
+        self._wakes_asked: set[str] = set()
+        self._wakes_due: dict[str, datetime] = {}
 
     # --- entries ------------------------------------------------------------------------------
 
@@ -319,11 +318,10 @@ class PendingQueues:
         preemption and found no victims), also when a Workload starts holding
         quota in the tree (a new possible victim).
 
-        A holder's change (``batched``: quota freed, or taken by a new
-        possible victim) wakes the tree's parked Workloads
-        ``requeue_batch_period`` after the first such change since the last
-        wake, as upstream requeues a cohort's inadmissible Workloads in
-        batches (one second). Besides sparing cycles, that keeps
+        Quota freed by a holder (``batched``) wakes the tree's parked
+        Workloads ``requeue_batch_period`` after the first release since the
+        last such wake, as upstream requeues a cohort's inadmissible
+        Workloads in batches (one second). Besides sparing cycles, that keeps
         lower-priority Workloads out of the short gaps between a
         higher-priority Workload finishing and the next one arriving: admitted
         there, they would be preempted moments later. Workloads that are
@@ -351,14 +349,13 @@ class PendingQueues:
 
         ``released``: quota may have been freed there or the queues changed, which wakes their parked
         Workloads; otherwise a Workload only started holding quota (which wakes those waiting for a victim).
-        ``batched``: a holder changed; the parked Workloads wake with the next batch (:meth:`park`), the
-        rest of the queues' Workloads in the next cycle.
+        ``batched``: the quota was freed by a holder; the parked Workloads wake with the next batch
+        (:meth:`park`), the rest of the queues' Workloads in the next cycle.
         """
         names = set(names)
         self._dirty.cluster_queues.update(names)
-        if batched and self._requeue_batch_period:
-            for name in names:
-                self._wakes_asked[name] = released or self._wakes_asked.get(name, False)
+        if released and batched and self._requeue_batch_period:
+            self._wakes_asked.update(names)
             return
         for name in names:
             releases, admissions = self._generations.get(name, (0, 0))
@@ -390,21 +387,20 @@ class PendingQueues:
 
     def _take_wakes(self, now: datetime) -> None:
         """Start the batch of each ClusterQueue released since the last call; wake those whose batch is due."""
-        for name, released in self._wakes_asked.items():
-            at, already = self._wakes_due.get(name, (now + self._requeue_batch_period, False))
-            self._wakes_due[name] = (at, released or already)
+        for name in self._wakes_asked:
+            self._wakes_due.setdefault(name, now + self._requeue_batch_period)
         self._wakes_asked.clear()
-        due = [name for name, (at, _) in self._wakes_due.items() if at <= now]
+        due = [name for name, at in self._wakes_due.items() if at <= now]
         for name in due:
-            _, released = self._wakes_due.pop(name)
+            del self._wakes_due[name]
             releases, admissions = self._generations.get(name, (0, 0))
-            self._generations[name] = (releases + 1, admissions) if released else (releases, admissions + 1)
+            self._generations[name] = (releases + 1, admissions)
             self._dirty.cluster_queues.add(name)
 
     def next_requeue_at(self) -> datetime | None:
         """When the earliest requeue backoff of a pending Workload ends or batch of wakes is due (not yet
         handled by :meth:`take_dirty`)."""
-        wake = min((at for at, _ in self._wakes_due.values()), default=None)
+        wake = min(self._wakes_due.values(), default=None)
         while self._backoff:
             requeue_at, key = self._backoff[0]
             entry = self._pending.get(key)

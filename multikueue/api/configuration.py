@@ -36,12 +36,6 @@ DEFAULT_NAMESPACE = "kueue-system"
 #: ``integrations.frameworks`` entries this controller integrates.
 SUPPORTED_FRAMEWORKS = ("batch/job",)
 CONFIG_API_VERSIONS = ("config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1")
-#: How long after quota is freed in a quota tree its parked (inadmissible) Workloads are looked at again:
-#: upstream's ``requeueBatchPeriod``, ten times longer with its ``SchedulerLongRequeueInterval`` gate.
-REQUEUE_BATCH_PERIOD = timedelta(seconds=1)
-LONG_REQUEUE_BATCH_PERIOD = timedelta(seconds=10)
-#: ``featureGates`` entries this controller acts on.
-SUPPORTED_FEATURE_GATES = ("SchedulerLongRequeueInterval",)
 
 _DURATION = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -185,15 +179,6 @@ class Configuration(_Section):
     integrations: Integrations = Field(default_factory=Integrations)
     multi_kueue: MultiKueueSettings = Field(default_factory=MultiKueueSettings)
     fair_sharing: FairSharingSettings | None = None
-    feature_gates: dict[str, bool] = Field(default_factory=dict)
-
-    @property
-    def requeue_batch_period(self) -> timedelta:
-        """How long after quota is freed in a quota tree its parked Workloads come back (see
-        :data:`REQUEUE_BATCH_PERIOD`)."""
-        if self.feature_gates.get("SchedulerLongRequeueInterval"):
-            return LONG_REQUEUE_BATCH_PERIOD
-        return REQUEUE_BATCH_PERIOD
 
     def fair_sharing_problem(self) -> str | None:
         """Upstream's ``validateFairSharing`` (after its v1beta1 conversion): one of the valid strategy lists."""
@@ -237,7 +222,6 @@ class Configuration(_Section):
             + (self.fair_sharing.unknown_fields(".fairSharing") if self.fair_sharing else [])
         )
         unused += [f".integrations.frameworks[{f}]" for f in self.integrations.frameworks if f not in SUPPORTED_FRAMEWORKS]
-        unused += [f".featureGates.{gate}" for gate in self.feature_gates if gate not in SUPPORTED_FEATURE_GATES]
         return unused
 
 

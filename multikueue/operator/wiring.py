@@ -412,7 +412,7 @@ class Controller:
 
 
 def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Controller:
-    cache = Cache(requeue_batch_period=settings.config.requeue_batch_period)
+    cache = Cache()
     writer = WorkloadWriter(kube, events, on_written=cache.upsert_workload)
     jobs = JobReconciler(
         kube,

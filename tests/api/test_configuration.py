@@ -52,18 +52,6 @@ def test_upstream_document_is_accepted_and_unused_sections_reported() -> None:
     ]
 
 
-def test_feature_gates_set_the_requeue_batch_period_and_others_are_reported() -> None:
-    assert load_configuration(None).config.requeue_batch_period == timedelta(seconds=1)
-    loaded = load_configuration(
-        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
-        "featureGates:\n  SchedulerLongRequeueInterval: true\n  TopologyAwareScheduling: false\n"
-    )
-    assert loaded.config.requeue_batch_period == timedelta(seconds=10)
-    assert loaded.unused == [".featureGates.TopologyAwareScheduling"]
-    off = load_configuration("featureGates:\n  SchedulerLongRequeueInterval: false\n").config
-    assert off.requeue_batch_period == timedelta(seconds=1)
-
-
 @pytest.mark.parametrize("text", [None, "", "   \n"])
 def test_missing_document_means_defaults(text: str | None) -> None:
     config = load_configuration(text).config

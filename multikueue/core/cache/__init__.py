@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from multikueue.api.admissioncheck import AdmissionCheck
@@ -110,12 +110,10 @@ class Cache:
     loop task); the scheduler is synchronous and never yields mid-cycle.
     """
 
-    def __init__(self, *, requeue_batch_period: timedelta = timedelta(0)) -> None:
-        """``requeue_batch_period``: how long after a holder frees quota the Workloads parked in its quota
-        tree come back (upstream's batch of inadmissible Workloads; zero: at once). See :meth:`park`."""
+    def __init__(self) -> None:
         self._store = ObjectStore()
         self._tree = QuotaTree(self._store.cohorts)
-        self._queues = PendingQueues(self._store.priority_classes, requeue_batch_period=requeue_batch_period)
+        self._queues = PendingQueues(self._store.priority_classes)
         #: Report ``status.fairSharing.weightedShare`` in ClusterQueue status views (fair sharing is on);
         #: set by whoever runs the scheduler with fair sharing.
         self.fair_sharing_status = False
@@ -125,12 +123,11 @@ class Cache:
         #: Bumped when a WorkloadPriorityClass changes (holders' priorities may have).
         self._priorities_version = 0
 
-    def _mark_trees(self, cq_names: Iterable[str], *, released: bool = True, batched: bool = False) -> None:
+    def _mark_trees(self, cq_names: Iterable[str], *, released: bool = True) -> None:
         """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree (``released``: quota may
-        have been freed or the queues changed, which wakes parked Workloads, with the next batch when
-        ``batched``; see :meth:`park`)."""
+        have been freed or the queues changed, which wakes parked Workloads; see :meth:`park`)."""
         for cq_name in cq_names:
-            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), released=released, batched=batched)
+            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), released=released)
 
     # --- ResourceFlavor --------------------------------------------------------------
 
@@ -297,9 +294,8 @@ class Cache:
             self._queues.mark_local_queue(local_queue_of(workload))
 
     def park(self, key: WorkloadKey, cq_name: str, *, until_admission: bool = False) -> None:
-        """Leave a pending Workload that does not fit out of the cycles until its quota tree frees quota (the
-        next batch after that) or changes (see :meth:`PendingQueues.park
-        <multikueue.core.cache.queues.PendingQueues.park>`)."""
+        """Leave a pending Workload that does not fit out of the cycles until its quota tree frees quota or
+        changes (see :meth:`PendingQueues.park <multikueue.core.cache.queues.PendingQueues.park>`)."""
         self._queues.park(key, cq_name, until_admission=until_admission)
 
     def revisit(self, cq_name: str) -> None:
@@ -334,7 +330,7 @@ class Cache:
         if not quiet:
             # Only a Workload that held nothing before can take quota without giving any back; one whose
             # assumed admission is confirmed takes nothing more, but may be preempted from now on.
-            self._mark_trees(changed, released=held is not None, batched=True)
+            self._mark_trees(changed, released=held is not None)
             if confirmed and not changed and contribution is not None:
                 self._mark_trees((contribution.cluster_queue,), released=False)
         pending: PendingWorkload | None = None
@@ -410,8 +406,7 @@ class Cache:
         return self._queues.take_dirty(now)
 
     def next_requeue_at(self) -> datetime | None:
-        """When the earliest requeue backoff of a pending Workload ends or batch of parked Workloads wakes
-        (not yet handled by :meth:`take_dirty`)."""
+        """When the earliest requeue backoff of a pending Workload ends (not yet handled by :meth:`take_dirty`)."""
         return self._queues.next_requeue_at()
 
     def cluster_queue_state(self, name: str) -> ClusterQueueState | None:

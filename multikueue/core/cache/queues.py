@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from multikueue.api.constants import ConditionStatus, Labels, WorkloadConditionType
 from multikueue.api.workload import Admission, PriorityClassKind, Workload
@@ -123,10 +123,8 @@ class PendingQueues:
     values, read when an entry is built.
     """
 
-    def __init__(self, priority_classes: Mapping[str, int], *, requeue_batch_period: timedelta = timedelta(0)) -> None:
+    def __init__(self, priority_classes: Mapping[str, int]) -> None:
         self._priority_classes = priority_classes
-        #: How long after quota is freed in a quota tree its parked Workloads come back (see :meth:`park`).
-        self._requeue_batch_period = requeue_batch_period
         self._pending: dict[WorkloadKey, PendingWorkload] = {}
         #: Per LocalQueue, (queue order, key) of its Workloads, kept sorted as they come, go or move (a cycle
         #: reads the heads of every open queue; sorting thousands of unchanged entries for each cycle was
@@ -143,10 +141,6 @@ class PendingQueues:
         #: Parked Workloads: the ClusterQueue and the generations they were parked at (``None`` for
         #: admissions: not woken by them).
         self._parked: dict[WorkloadKey, tuple[str, int, int | None]] = {}
-        #: ClusterQueues where a holder released quota since the last :meth:`take_dirty`, and per
-        #: ClusterQueue when its parked Workloads come back for those releases (one batch per period).
-        self._wakes_asked: set[str] = set()
-        self._wakes_due: dict[str, datetime] = {}
 
     # --- entries ------------------------------------------------------------------------------
 
@@ -317,16 +311,6 @@ class PendingQueues:
         :meth:`unpark`; and, with ``until_admission`` (it would fit with
         preemption and found no victims), also when a Workload starts holding
         quota in the tree (a new possible victim).
-
-        Quota freed by a holder (``batched``) wakes the tree's parked
-        Workloads ``requeue_batch_period`` after the first release since the
-        last such wake, as upstream requeues a cohort's inadmissible
-        Workloads in batches (one second). Besides sparing cycles, that keeps
-        lower-priority Workloads out of the short gaps between a
-        higher-priority Workload finishing and the next one arriving: admitted
-        there, they would be preempted moments later. Workloads that are
-        pending but not parked (new ones, a preemptor waiting for its victims)
-        are looked at in the next cycle, as before.
         """
         releases, admissions = self._generations.get(cq_name, (0, 0))
         self._parked[key] = (cq_name, releases, admissions if until_admission else None)
@@ -344,19 +328,14 @@ class PendingQueues:
 
     # --- dirty tracking -----------------------------------------------------------------------------
 
-    def mark_cluster_queues(self, names: Iterable[str], *, released: bool = True, batched: bool = False) -> None:
+    def mark_cluster_queues(self, names: Iterable[str], *, released: bool = True) -> None:
         """Have the next cycle re-evaluate these ClusterQueues.
 
         ``released``: quota may have been freed there or the queues changed, which wakes their parked
         Workloads; otherwise a Workload only started holding quota (which wakes those waiting for a victim).
-        ``batched``: the quota was freed by a holder; the parked Workloads wake with the next batch
-        (:meth:`park`), the rest of the queues' Workloads in the next cycle.
         """
         names = set(names)
         self._dirty.cluster_queues.update(names)
-        if released and batched and self._requeue_batch_period:
-            self._wakes_asked.update(names)
-            return
         for name in names:
             releases, admissions = self._generations.get(name, (0, 0))
             self._generations[name] = (releases + 1, admissions) if released else (releases, admissions + 1)
@@ -374,9 +353,7 @@ class PendingQueues:
         self._dirty.local_queues.update(self._lqs_by_namespace.get(namespace, ()))
 
     def take_dirty(self, now: datetime) -> DirtyQueues:
-        """What changed since the last call (backoffs that ended by ``now`` and batches of wakes due by then
-        included); resets the record."""
-        self._take_wakes(now)
+        """What changed since the last call (backoffs that ended by ``now`` included); resets the record."""
         while self._backoff and self._backoff[0][0] <= now:
             requeue_at, key = heapq.heappop(self._backoff)
             entry = self._pending.get(key)
@@ -385,26 +362,12 @@ class PendingQueues:
         dirty, self._dirty = self._dirty, DirtyQueues()
         return dirty
 
-    def _take_wakes(self, now: datetime) -> None:
-        """Start the batch of each ClusterQueue released since the last call; wake those whose batch is due."""
-        for name in self._wakes_asked:
-            self._wakes_due.setdefault(name, now + self._requeue_batch_period)
-        self._wakes_asked.clear()
-        due = [name for name, at in self._wakes_due.items() if at <= now]
-        for name in due:
-            del self._wakes_due[name]
-            releases, admissions = self._generations.get(name, (0, 0))
-            self._generations[name] = (releases + 1, admissions)
-            self._dirty.cluster_queues.add(name)
-
     def next_requeue_at(self) -> datetime | None:
-        """When the earliest requeue backoff of a pending Workload ends or batch of wakes is due (not yet
-        handled by :meth:`take_dirty`)."""
-        wake = min(self._wakes_due.values(), default=None)
+        """When the earliest requeue backoff of a pending Workload ends (not yet handled by :meth:`take_dirty`)."""
         while self._backoff:
             requeue_at, key = self._backoff[0]
             entry = self._pending.get(key)
             if entry is not None and entry.requeue_at == requeue_at:
-                return requeue_at if wake is None else min(requeue_at, wake)
+                return requeue_at
             heapq.heappop(self._backoff)  # stale: the Workload changed or left the queue
-        return wake
+        return None

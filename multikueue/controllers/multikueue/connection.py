@@ -38,7 +38,6 @@ from typing import Any
 import structlog
 import tenacity
 from kubernetes import client
-from pydantic import ValidationError
 
 from multikueue.api.meta import utcnow
 from multikueue.api.configuration import MultiKueueSettings
@@ -50,7 +49,7 @@ from multikueue.runtime.kubeconfig import (
     client_configuration,
     validate_kubeconfig,
 )
-from multikueue.api import Workload
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy
 from multikueue.api.constants import Labels, MultiKueue, MultiKueueClusterReason
 from multikueue.api.multikueue import LocationType, MultiKueueCluster
 from multikueue.api.resources import ResourceRef
@@ -126,10 +125,11 @@ class _Session:
 
     kube: AsyncKube
     workloads: Informer | None = None
-    #: The worker's copies of Workloads, parsed, kept from the first listing on (the informer keeps only
-    #: their keys: one parse per copy rather than a parse and the raw object, for every copy on every
-    #: worker). Becomes :attr:`RemoteCluster.workloads` once the session is current.
-    copies: dict[ObjectKey, Workload] = field(default_factory=dict)
+    #: The worker's copies of Workloads, kept from the first listing on as what dispatching reads of
+    #: them (:class:`RemoteCopy`; the informer keeps only their keys): for every copy on every worker,
+    #: this is what the manager's memory grows with. Becomes :attr:`RemoteCluster.workloads` once the
+    #: session is current.
+    copies: dict[ObjectKey, RemoteCopy] = field(default_factory=dict)
     jobs: dict[ResourceRef, Informer] = field(default_factory=dict)
     #: Set while the worker's apiserver misses its health probes.
     unresponsive: "RemoteUnavailable | None" = None
@@ -168,7 +168,7 @@ class RemoteCluster:
     settings: ConnectionSettings = field(default_factory=ConnectionSettings)
     state: ConnectionState = field(default_factory=ConnectionState)
     kube: AsyncKube | None = None
-    workloads: dict[ObjectKey, Workload] = field(default_factory=dict)
+    workloads: dict[ObjectKey, RemoteCopy] = field(default_factory=dict)
     jobs: dict[tuple[str, ObjectKey], dict[str, Any]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
     _source_version: str | None = None
@@ -497,10 +497,10 @@ class RemoteCluster:
         key = object_key(obj)
         if event_type == DELETED:
             gone = session.copies.pop(key, None)
-            return uid_of(obj) or (gone.metadata.uid if gone is not None else None)
+            return uid_of(obj) or (gone.uid if gone is not None else None)
         try:
-            session.copies[key] = Workload.from_k8s(obj)
-        except (ValidationError, ValueError) as exc:
+            session.copies[key] = RemoteCopy.from_k8s(obj)
+        except ValueError as exc:
             log.warning("remote workload ignored: it does not parse", cluster=self.name, workload=f"{key[0]}/{key[1]}", error=str(exc).splitlines()[0])
         return None
 

@@ -68,7 +68,7 @@ from datetime import datetime, timedelta
 from multikueue.api.constants import CheckState, Dispatcher, Finalizers, WorkloadConditionType, WorkloadReason
 from multikueue.api.meta import format_time
 from multikueue.api.workload import AdmissionCheckState, Workload
-from multikueue.controllers.multikueue.remote_workload import RemoteState, remote_state
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy, RemoteState, pod_template_requests, remote_state
 
 __all__ = [
     "INCREMENTAL_BATCH_SIZE",
@@ -120,7 +120,7 @@ class ClusterView:
     #: When it stopped being active (``None`` if active, or if the I/O layer does not know).
     inactive_since: datetime | None
     #: The Workload copy there (same namespace and name) as last seen; ``None`` if absent.
-    workload: Workload | None
+    workload: RemoteCopy | None
     #: The adapter's job object (this manager's) exists there.
     job_exists: bool
 
@@ -350,23 +350,7 @@ def _state(ctx: DispatchContext, cluster: str) -> RemoteState:
     return remote_state(view.workload) if view is not None else RemoteState.ABSENT
 
 
-def _requests(template: Mapping[str, object]) -> tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]:
-    """Each container's resource requests in a pod template (what quota is reserved for)."""
-    spec = template.get("spec") if isinstance(template, Mapping) else None
-    out: list[tuple[str, str, tuple[tuple[str, str], ...]]] = []
-    for field in ("initContainers", "containers"):
-        containers = spec.get(field) if isinstance(spec, Mapping) else None
-        for container in containers if isinstance(containers, list) else ():
-            if not isinstance(container, Mapping):
-                continue
-            resources = container.get("resources")
-            requests = resources.get("requests") if isinstance(resources, Mapping) else None
-            pairs = tuple(sorted((str(k), str(v)) for k, v in requests.items())) if isinstance(requests, Mapping) else ()
-            out.append((field, str(container.get("name", "")), pairs))
-    return tuple(out)
-
-
-def spec_drift(local: Workload, copy: Workload) -> str | None:
+def spec_drift(local: Workload, copy: RemoteCopy) -> str | None:
     """What differs between the manager's Workload and a worker's copy of it, or None.
 
     Upstream (``isRemoteSpecOutOfSync``) compares the whole spec but the
@@ -378,26 +362,22 @@ def spec_drift(local: Workload, copy: Workload) -> str | None:
     Priority is not drift: it is propagated (:class:`SetRemotePriority`),
     as upstream updates the copy instead of replacing it.
     """
-    if (local.spec.queue_name or None) != (copy.spec.queue_name or None):
+    if (local.spec.queue_name or None) != (copy.queue_name or None):
         return "queue name"
-
-    def shape(wl: Workload) -> list[tuple[object, ...]]:
-        return [(ps.name, ps.count, ps.min_count) for ps in wl.spec.pod_sets]
-
-    if shape(local) != shape(copy):
+    if [(ps.name, ps.count, ps.min_count) for ps in local.spec.pod_sets] != [(ps.name, ps.count, ps.min_count) for ps in copy.pod_sets]:
         return "pod set counts"
-    if [_requests(ps.template) for ps in local.spec.pod_sets] != [_requests(ps.template) for ps in copy.spec.pod_sets]:
+    if [pod_template_requests(ps.template) for ps in local.spec.pod_sets] != [ps.requests for ps in copy.pod_sets]:
         return "resource requests"
     return None
 
 
-def _out_of_sync(copy: Workload | None) -> bool:
+def _out_of_sync(copy: RemoteCopy | None) -> bool:
     """The copy finished with reason ``OutOfSync``: a sync failure on the worker, not a completion."""
     condition = copy.condition(WorkloadConditionType.FINISHED) if copy is not None and copy.is_finished else None
     return condition is not None and condition.reason == WorkloadReason.OUT_OF_SYNC
 
 
-def _usable(local: Workload, copy: Workload | None) -> bool:
+def _usable(local: Workload, copy: RemoteCopy | None) -> bool:
     """A copy that may win: active, not being deleted, not drifted from the local spec, not finished out of sync.
 
     A copy being deleted is never adopted: it is usually the previous attempt's,
@@ -409,8 +389,8 @@ def _usable(local: Workload, copy: Workload | None) -> bool:
     """
     return (
         copy is not None
-        and copy.spec.active
-        and copy.metadata.deletion_timestamp is None
+        and copy.active
+        and not copy.deleting
         and not _out_of_sync(copy)
         and spec_drift(local, copy) is None
     )
@@ -446,7 +426,7 @@ def _delete_remote(view: ClusterView) -> list[Action]:
         actions.append(DeleteRemoteJob(view.name))
     copy = view.workload
     if copy is not None and (
-        copy.metadata.deletion_timestamp is None or Finalizers.RESOURCE_IN_USE in (copy.metadata.finalizers or ())
+        not copy.deleting or Finalizers.RESOURCE_IN_USE in copy.finalizers
     ):
         # A copy already being deleted needs no second request, unless the in-use finalizer
         # (the worker's Kueue) still holds it: the I/O layer drops it and skips the delete.
@@ -596,7 +576,7 @@ def _running(local: Workload, check: AdmissionCheckState, ctx: DispatchContext, 
 
 def _set_priority(local: Workload, view: ClusterView) -> list[Action]:
     """Propagate the manager's ``spec.priority`` to the copy (upstream updates the copy in place)."""
-    if view.workload is None or view.workload.spec.priority == local.spec.priority:
+    if view.workload is None or view.workload.priority == local.spec.priority:
         return []
     return [SetRemotePriority(view.name, local.spec.priority)]
 

@@ -20,7 +20,6 @@ from typing import Any
 import structlog
 from kubernetes.client.rest import ApiException
 
-from multikueue.api import Workload
 from multikueue.api.resources import WORKLOADS
 from multikueue.controllers.multikueue.clusters import ClusterManager
 from multikueue.integrations.binding import bound_workload_name
@@ -38,7 +37,7 @@ class Orphans:
 
 
 def find_orphans(
-    remote_workloads: Mapping[ObjectKey, Workload],
+    remote_workloads: Mapping[ObjectKey, object],
     remote_jobs: Iterable[tuple[str, ObjectKey, Mapping[str, Any]]],
     local_exists: Callable[[ObjectKey], bool],
 ) -> Orphans:
@@ -85,7 +84,7 @@ class GarbageCollector:
                             log.info("gc: remote job deleted", cluster=remote.name, job=f"{namespace}/{name}")
                 for namespace, name in orphans.workloads:
                     copy = remote.workloads.get((namespace, name))
-                    if copy is not None and copy.metadata.deletion_timestamp is not None:
+                    if copy is not None and copy.deleting:
                         continue
                     if await remote.kube.delete(WORKLOADS, namespace, name):
                         log.info("gc: remote workload deleted", cluster=remote.name, workload=f"{namespace}/{name}")

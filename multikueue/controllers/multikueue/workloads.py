@@ -40,6 +40,7 @@ from multikueue.controllers.multikueue import dispatch
 from multikueue.controllers.multikueue.apply import PlanApplier, WorkerCallFailed, api_message, bound_job
 from multikueue.controllers.multikueue.clusters import ClusterManager
 from multikueue.controllers.multikueue.connection import RemoteCluster
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.integrations.base import Adapter
@@ -73,9 +74,9 @@ def _held_for_cleanup(wl: Workload) -> bool:
     )
 
 
-def _unless_deleted(remote: RemoteCluster, copy: Workload | None) -> Workload | None:
+def _unless_deleted(remote: RemoteCluster, copy: RemoteCopy | None) -> RemoteCopy | None:
     """The cached copy, or None when this manager deleted it and the watch has not said so yet."""
-    if copy is None or remote.pending_deletes.pending(copy.metadata.uid):
+    if copy is None or remote.pending_deletes.pending(copy.uid):
         return None
     return copy
 

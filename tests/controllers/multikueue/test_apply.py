@@ -32,7 +32,7 @@ from multikueue.api.resources import JOBS
 from multikueue.controllers.multikueue import apply as apply_module
 from multikueue.controllers.multikueue.apply import PlanApplier, WorkerCallFailed
 from multikueue.controllers.multikueue.clusters import Membership
-from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy, remote_workload_copy
 from multikueue.controllers.multikueue.connection import ConnectionState
 from multikueue.controllers.multikueue.dispatch import (
     CreateRemoteJob,
@@ -964,7 +964,7 @@ async def test_a_copy_deleted_a_moment_ago_is_not_adopted_while_the_watch_still_
     reserved = {"conditions": [cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq")],
                 "admission": env.kueue.get("Workload", name, ns)["status"]["admission"]}
     env.worker_kueue["worker1"].patch("Workload", name, {"status": reserved}, ns, status=True)
-    previous = Workload.from_k8s(env.worker_kueue["worker1"].get("Workload", name, ns))
+    previous = RemoteCopy.from_k8s(env.worker_kueue["worker1"].get("Workload", name, ns))
     worker = env.workers["worker1"]
     worker.workloads[key] = previous
 
@@ -980,10 +980,10 @@ async def test_a_copy_deleted_a_moment_ago_is_not_adopted_while_the_watch_still_
     assert "clusterName" not in local and local["nominatedClusterNames"] == list(WORKERS)
     assert env.remote_job("worker1", ns, name) is None
     fresh = env.remote_workload("worker1", ns, name)
-    assert fresh is not None and fresh["metadata"]["uid"] != previous.metadata.uid
+    assert fresh is not None and fresh["metadata"]["uid"] != previous.uid
 
     # The DELETED event of the old copy comes: nothing is hidden any more.
-    worker.pending_deletes.observed(previous.metadata.uid)
+    worker.pending_deletes.observed(previous.uid)
     assert len(worker.pending_deletes) == 0
 
 
@@ -1004,7 +1004,7 @@ async def test_a_deleted_workload_takes_its_remote_job_and_copy_with_it(env: Env
     )
     env.see_job("worker1", ns, "sample")
     worker = env.workers["worker1"]
-    worker.workloads[key] = Workload.from_k8s(env.worker_kueue["worker1"].get("Workload", name, ns))
+    worker.workloads[key] = RemoteCopy.from_k8s(env.worker_kueue["worker1"].get("Workload", name, ns))
     # The owner is gone (the manager's Job deleted): the integration no longer has it.
     client.BatchV1Api(env.api).delete_namespaced_job("sample", ns, propagation_policy="Orphan")
     env.kueue.delete("Workload", name, ns)

@@ -34,7 +34,7 @@ from kubernetes import client
 
 from multikueue.api.constants import Labels, MultiKueue
 from multikueue.api.resources import WORKLOADS
-from multikueue.api.workload import Workload
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy
 from multikueue.api.multikueue import MultiKueueCluster
 from multikueue.controllers.multikueue import connection
 from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
@@ -333,12 +333,12 @@ async def test_the_workers_copies_are_kept_parsed_from_the_first_listing_on(
     try:
         await _until(lambda: remote.state.active, 30, "the worker connected")
         assert list(remote.workloads) == [(namespace, "before")]
-        assert isinstance(remote.workloads[(namespace, "before")], Workload)
+        assert isinstance(remote.workloads[(namespace, "before")], RemoteCopy)
         assert ("workload", "before") in changes
 
         created = await worker.create(WORKLOADS, namespace, _copy(namespace, "after", origin))
         await _until(lambda: (namespace, "after") in remote.workloads, 10, "the new copy seen")
-        assert remote.workloads[(namespace, "after")].metadata.uid == created["metadata"]["uid"]
+        assert remote.workloads[(namespace, "after")].uid == created["metadata"]["uid"]
 
         remote.pending_deletes.expect(created["metadata"]["uid"])
         await worker.delete(WORKLOADS, namespace, "after")

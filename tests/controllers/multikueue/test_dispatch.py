@@ -29,7 +29,7 @@ from multikueue.controllers.multikueue.dispatch import (
     evicted_on_worker_message,
     reservation_message,
 )
-from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy, remote_workload_copy
 from multikueue.api import Workload
 from multikueue.api.constants import CheckState, ConditionStatus, Dispatcher, Labels
 from multikueue.api.meta import Condition, format_time, set_condition
@@ -101,7 +101,8 @@ def remote(kind: str = "pending", *, at: datetime = RESERVED_AT) -> Workload:
 
 
 def view(name: str, wl: Workload | None = None, *, job: bool = False, active: bool = True, since: datetime | None = None) -> ClusterView:
-    return ClusterView(name=name, active=active, inactive_since=since, workload=wl, job_exists=job)
+    copy = None if wl is None else RemoteCopy.of(wl)
+    return ClusterView(name=name, active=active, inactive_since=since, workload=copy, job_exists=job)
 
 
 def context(
@@ -843,15 +844,15 @@ def test_spec_drift_compares_queue_counts_and_requests_not_priority() -> None:
 
     local = local_wl()
     same = remote("reserved")
-    assert spec_drift(local, same) is None
+    assert spec_drift(local, RemoteCopy.of(same)) is None
     same.spec.priority = 7
-    assert spec_drift(local, same) is None
+    assert spec_drift(local, RemoteCopy.of(same)) is None
     other_queue = remote("reserved")
     other_queue.spec.queue_name = "elsewhere"
-    assert spec_drift(local, other_queue) == "queue name"
+    assert spec_drift(local, RemoteCopy.of(other_queue)) == "queue name"
     bigger = remote("reserved")
     bigger.spec.pod_sets[0].template = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "8"}}}]}}
-    assert spec_drift(local, bigger) == "resource requests"
+    assert spec_drift(local, RemoteCopy.of(bigger)) == "resource requests"
 
 
 def test_a_priority_change_is_propagated_to_the_running_copy() -> None:

@@ -45,7 +45,7 @@ from multikueue.controllers.multikueue.dispatch import (
     SyncJobStatus,
     decide,
 )
-from multikueue.controllers.multikueue.remote_workload import remote_workload_copy
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy, remote_workload_copy
 
 pytestmark = pytest.mark.unit
 
@@ -96,7 +96,7 @@ class World:
                 name=c,
                 active=self.active[c],
                 inactive_since=None if self.active[c] else NOW - timedelta(minutes=1),
-                workload=self.copies[c],
+                workload=None if self.copies[c] is None else RemoteCopy.of(self.copies[c]),  # type: ignore[arg-type]
                 job_exists=self.jobs[c],
             )
             for c in self.clusters

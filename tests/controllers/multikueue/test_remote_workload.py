@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.controllers.multikueue.remote_workload import RemoteState, remote_state, remote_workload_copy
+from multikueue.controllers.multikueue.remote_workload import RemoteCopy, RemoteState, remote_state, remote_workload_copy
 from multikueue.api import Workload
 from multikueue.api.constants import API_VERSION, Labels
 from multikueue.api.meta import format_time
@@ -110,8 +110,8 @@ def cond(kind: str, status: str = "True", at: datetime = T0, reason: str = "R") 
     return {"type": kind, "status": status, "reason": reason, "message": "", "lastTransitionTime": format_time(at)}
 
 
-def copy_with(*conditions: dict[str, Any]) -> Workload:
-    return Workload.from_k8s({"metadata": {"name": "w", "namespace": "ns"}, "status": {"conditions": list(conditions)}})
+def copy_with(*conditions: dict[str, Any]) -> RemoteCopy:
+    return RemoteCopy.from_k8s({"metadata": {"name": "w", "namespace": "ns"}, "status": {"conditions": list(conditions)}})
 
 
 LATER = T0 + timedelta(minutes=1)
@@ -143,3 +143,103 @@ def test_remote_state(conditions: tuple[dict[str, Any], ...], expected: RemoteSt
 
 def test_remote_state_of_no_copy_is_absent() -> None:
     assert remote_state(None) == RemoteState.ABSENT
+
+
+# --- RemoteCopy: what the manager keeps of a worker's copy -------------------------------
+
+
+def worker_copy(**spec: Any) -> dict[str, Any]:
+    """A copy as a worker's apiserver sends it: pod template, the worker's admission and checks."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-pi-1a2b3",
+            "namespace": "team-a",
+            "uid": "worker-uid-1",
+            "resourceVersion": "7",
+            "labels": {Labels.MULTIKUEUE_ORIGIN: "manager-1"},
+            "annotations": {"note": "not kept"},
+            "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+        },
+        "spec": {
+            "queueName": "user-queue",
+            "priority": 100,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 2,
+                    "template": {
+                        "metadata": {"annotations": {"a": "b"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "initContainers": [{"name": "init", "image": "busybox", "resources": {"requests": {"memory": "1Gi"}}}],
+                            "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1"], "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}}],
+                        },
+                    },
+                }
+            ],
+            **spec,
+        },
+        "status": {
+            "conditions": [cond("QuotaReserved", at=T0), cond("Admitted", at=LATER)],
+            "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 2}]},
+            "admissionChecks": [],
+        },
+    }
+
+
+def test_a_remote_copy_keeps_what_dispatching_reads() -> None:
+    from multikueue.controllers.multikueue.remote_workload import CopyPodSet
+
+    view = RemoteCopy.from_k8s(worker_copy())
+    assert (view.uid, view.deleting, view.finalizers) == ("worker-uid-1", False, ("kueue.x-k8s.io/resource-in-use",))
+    assert (view.active, view.queue_name, view.priority) == (True, "user-queue", 100)
+    assert view.pod_sets == (
+        CopyPodSet("main", 2, None, (("initContainers", "init", (("memory", "1Gi"),)), ("containers", "c", (("cpu", "1"),)))),
+    )
+    assert [c.type for c in view.conditions] == ["QuotaReserved", "Admitted"]
+    assert view.condition("Admitted").last_transition_time == LATER  # type: ignore[union-attr]
+    assert view.has_quota_reservation and view.is_admitted and not view.is_finished
+    assert remote_state(view) == RemoteState.ADMITTED
+    # The same view whether read from the wire or from a parsed Workload.
+    assert RemoteCopy.of(Workload.from_k8s(worker_copy())) == view
+
+
+def test_a_remote_copy_reads_defaults_deletion_and_a_deactivated_copy() -> None:
+    raw = worker_copy(active=False)
+    raw["metadata"]["deletionTimestamp"] = format_time(T0)
+    del raw["spec"]["podSets"][0]["count"]
+    del raw["status"]
+    view = RemoteCopy.from_k8s(raw)
+    assert view.deleting and not view.active
+    assert view.pod_sets[0].count == 1 and view.conditions == ()
+    assert remote_state(view) == RemoteState.PENDING
+
+
+def test_remote_copies_share_their_repeated_strings() -> None:
+    first, second = RemoteCopy.from_k8s(worker_copy()), RemoteCopy.from_k8s(worker_copy())
+    assert first.queue_name is second.queue_name
+    assert first.conditions[0].reason is second.conditions[0].reason
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "says"),
+    [
+        (("spec", "podSets"), {"main": {}}, "spec.podSets is not a list"),
+        (("spec", "priority"), "high", "spec.priority an integer"),
+        (("spec", "active"), "yes", "spec.active must be a boolean"),
+        (("metadata", "uid"), 42, "metadata.uid is not a string"),
+        (("status", "conditions"), [{"type": "QuotaReserved", "status": "True"}], "no valid lastTransitionTime"),
+        (("status", "conditions"), [{"type": "Admitted", "lastTransitionTime": "yesterday"}], "no valid lastTransitionTime"),
+        (("spec",), "not an object", "spec is not an object"),
+    ],
+)
+def test_a_malformed_copy_is_refused_with_what_is_wrong(path: tuple[str, ...], value: Any, says: str) -> None:
+    raw = worker_copy()
+    target = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ValueError, match=says):
+        RemoteCopy.from_k8s(raw)

@@ -138,12 +138,14 @@ class WorkQueue(Generic[K]):
         self._clock: Clock = clock or MonotonicClock()
         self._format_key = format_key
         self._expected = expected
-        #: Waiting keys -> (due time, id of their live heap entry).
-        self._due: dict[K, tuple[float, int]] = {}
+        #: Waiting keys -> (due time, id of their live heap entry, urgent).
+        self._due: dict[K, tuple[float, int, bool]] = {}
+        #: Entries (due, id, key) of the keys added as urgent, and of the others.
+        self._urgent_heap: list[tuple[float, int, K]] = []
         self._heap: list[tuple[float, int, K]] = []
         self._ids = itertools.count()
-        #: Keys added while running -> when to run them again once the run ends.
-        self._rerun: dict[K, float] = {}
+        #: Keys added while running -> when to run them again once the run ends, and whether urgent.
+        self._rerun: dict[K, tuple[float, bool]] = {}
         self._running: set[K] = set()
         self._failures: dict[K, int] = {}
         self._wakeup = asyncio.Event()
@@ -159,27 +161,41 @@ class WorkQueue(Generic[K]):
 
     # -- adding -----------------------------------------------------------------
 
-    def add(self, key: K, delay: float = 0.0) -> None:
-        """Have ``key`` handled in ``delay`` seconds or sooner; ignored once stopped."""
+    def add(self, key: K, delay: float = 0.0, *, urgent: bool = False) -> None:
+        """Have ``key`` handled in ``delay`` seconds or sooner; ignored once stopped.
+
+        An ``urgent`` key, once due, goes ahead of every other due key that
+        is not urgent, however long those have waited; it stays urgent until
+        handled. For handlings that end work rather than start it (a
+        MultiKueue Workload whose worker finished it): with thousands of keys
+        due, first come first served put the end of a Workload minutes behind
+        the dispatch of new ones, and the quota, the copies and the memory
+        they hold with it.
+        """
         if self._stopped:
             return
         due = self._clock.now() + max(0.0, delay)
         if key in self._running:
-            self._mark_rerun(key, due)
+            self._mark_rerun(key, due, urgent)
             return
-        self._push(key, due)
+        self._push(key, due, urgent)
 
-    def _push(self, key: K, due: float) -> None:
+    def _push(self, key: K, due: float, urgent: bool = False) -> None:
         current = self._due.get(key)
-        if current is not None and current[0] <= due:
-            return
+        if current is not None:
+            urgent = urgent or current[2]
+            if current[0] <= due and urgent == current[2]:
+                return
+            due = min(due, current[0])
         entry_id = next(self._ids)
-        self._due[key] = (due, entry_id)
-        heapq.heappush(self._heap, (due, entry_id, key))
-        if len(self._heap) > 2 * len(self._due) + 64:
+        self._due[key] = (due, entry_id, urgent)
+        heapq.heappush(self._urgent_heap if urgent else self._heap, (due, entry_id, key))
+        if len(self._heap) + len(self._urgent_heap) > 2 * len(self._due) + 64:
             # Too many superseded entries: rebuild (amortised, not on every add).
-            self._heap = [(d, i, k) for k, (d, i) in self._due.items()]
+            self._heap = [(d, i, k) for k, (d, i, u) in self._due.items() if not u]
+            self._urgent_heap = [(d, i, k) for k, (d, i, u) in self._due.items() if u]
             heapq.heapify(self._heap)
+            heapq.heapify(self._urgent_heap)
         self._wakeup.set()
 
     # -- failures ---------------------------------------------------------------
@@ -204,7 +220,7 @@ class WorkQueue(Generic[K]):
 
     def waiting(self) -> dict[K, float]:
         """Each waiting key and the clock time it is due at."""
-        return {**{k: due for k, (due, _) in self._due.items()}, **self._rerun}
+        return {**{k: due for k, (due, _, _) in self._due.items()}, **{k: due for k, (due, _) in self._rerun.items()}}
 
     @property
     def running(self) -> frozenset[K]:
@@ -293,6 +309,7 @@ class WorkQueue(Generic[K]):
         """
         self._stopped = True
         self._heap.clear()
+        self._urgent_heap.clear()
         self._due.clear()
         self._rerun.clear()
         current = asyncio.current_task()
@@ -333,18 +350,26 @@ class WorkQueue(Generic[K]):
         while True:
             self._wakeup.clear()
             now = self._clock.now()
-            while self._heap:
-                due, entry_id, key = self._heap[0]
-                live = self._due.get(key)
-                if live is None or live[1] != entry_id:
-                    heapq.heappop(self._heap)  # superseded or dropped
-                    continue
-                if due > now:
-                    break
-                heapq.heappop(self._heap)
-                del self._due[key]
-                return key
-            await self._clock.wait(self._heap[0][0] if self._heap else None, self._wakeup)
+            nexts = []
+            for heap in (self._urgent_heap, self._heap):
+                due = self._live_top(heap)
+                if due is not None and due <= now:
+                    _, _, key = heapq.heappop(heap)
+                    del self._due[key]
+                    return key
+                if due is not None:
+                    nexts.append(due)
+            await self._clock.wait(min(nexts) if nexts else None, self._wakeup)
+
+    def _live_top(self, heap: list[tuple[float, int, K]]) -> float | None:
+        """The due time of the heap's first live entry (superseded ones are dropped on the way), or None."""
+        while heap:
+            due, entry_id, key = heap[0]
+            live = self._due.get(key)
+            if live is not None and live[1] == entry_id:
+                return due
+            heapq.heappop(heap)
+        return None
 
     async def _process(self, key: K) -> None:
         if self._handled_at is not None:
@@ -372,11 +397,13 @@ class WorkQueue(Generic[K]):
         slots.release()
         rerun = self._rerun.pop(key, None)
         if rerun is not None and not self._stopped:
-            self._push(key, rerun)
+            self._push(key, *rerun)
 
-    def _mark_rerun(self, key: K, due: float) -> None:
-        if key not in self._rerun or due < self._rerun[key]:
-            self._rerun[key] = due
+    def _mark_rerun(self, key: K, due: float, urgent: bool = False) -> None:
+        current = self._rerun.get(key)
+        if current is not None:
+            due, urgent = min(due, current[0]), urgent or current[1]
+        self._rerun[key] = (due, urgent)
 
     def _failed(self, key: K, exc: BaseException) -> None:
         """Count a failure, schedule the retry after the backoff, then log it."""

@@ -576,3 +576,40 @@ async def test_a_resync_pass_skips_keys_handled_meanwhile_and_lets_new_events_go
         assert queue._handled_at is not None and set(queue._handled_at) <= {"k000"}
     finally:
         await queue.stop(grace=1.0)
+
+
+@pytest.mark.asyncio
+async def test_urgent_keys_go_ahead_of_every_due_key_that_is_not(handler: Recorder, clock: FakeClock) -> None:
+    """With one worker busy, the keys due meanwhile run urgent first, then by due time; an urgent key
+    not due yet waits for its time; a key made urgent while waiting or running stays urgent until handled."""
+    async with started(make(handler, clock, workers=1)) as queue:
+        handler.hold("busy")
+        queue.add("busy")
+        await settle()
+        for index in range(5):
+            queue.add(f"old-{index}")
+            clock.advance(1)
+        queue.add("later", delay=100, urgent=True)  # urgent, but not due for a while
+        queue.add("old-3", urgent=True)  # was waiting: now urgent, at its earlier due time
+        queue.add("end-a", urgent=True)
+        queue.add("end-b", urgent=True)
+        queue.add("old-0")  # a plain add does not take urgency away
+        queue.add("busy", urgent=True)  # running: its rerun is urgent
+        assert len(queue) == 9
+        handler.release("busy")
+        await settle()
+        assert handler.keys() == ["busy", "old-3", "end-a", "end-b", "busy", "old-0", "old-1", "old-2", "old-4"]
+        clock.advance(100)
+        await settle()
+        assert handler.keys()[-1] == "later" and len(queue) == 0
+
+
+@pytest.mark.asyncio
+async def test_superseded_urgent_entries_do_not_pile_up(handler: Recorder, clock: FakeClock) -> None:
+    async with started(make(handler, clock)) as queue:
+        for delay in range(1000, 0, -1):
+            queue.add("a", delay=delay, urgent=delay % 2 == 0)
+        assert len(queue) == 1 and len(queue._heap) + len(queue._urgent_heap) < 200
+        clock.advance(1000)
+        await settle()
+        assert handler.keys() == ["a"]

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from multikueue.api import Workload
+from multikueue.api.meta import Condition
 from multikueue.api.constants import Dispatcher
 from multikueue.controllers.multikueue.workloads import RESYNC_SECONDS, DispatchSettings, MultiKueueController
 from multikueue.core.cache import Cache
@@ -163,3 +164,29 @@ async def test_a_stopped_controller_plans_nothing_and_a_restart_replans_everythi
     harness.clock.advance(RESYNC_SECONDS / 2)  # the pass spreads its Workloads over half a period
     await settle()
     assert sorted(harness.passes(since=4 * RESYNC_SECONDS)) == ["a", "b"], "the periodic resync runs again"
+
+
+def copy_event(name: str, *, finished: bool) -> dict[str, Any]:
+    """A worker's copy as its watch sends it."""
+    conditions = [{"type": "QuotaReserved", "status": "True"}]
+    if finished:
+        conditions.append({"type": "Finished", "status": "True", "reason": "Succeeded"})
+    return {"metadata": {"name": name, "namespace": "ns"}, "status": {"conditions": conditions}}
+
+
+@pytest.mark.asyncio
+async def test_what_ends_a_workload_is_planned_ahead_of_what_starts_one(harness: Harness) -> None:
+    """A copy the worker finished, and a Workload finished here (its copies to delete), go ahead of the
+    Workloads waiting to be dispatched, even ones whose events came first; a hostile status is no urgency."""
+    for name in ("a", "b", "c", "d", "e"):
+        harness.cache.upsert_workload(workload(name))
+    harness.controller.remote_changed(None, "workload", copy_event("d", finished=False))  # type: ignore[arg-type]
+    harness.controller.remote_changed(None, "workload", {"metadata": {"name": "b", "namespace": "ns"}, "status": {"conditions": 7}})  # type: ignore[arg-type]
+    harness.controller.remote_changed(None, "workload", copy_event("e", finished=True))  # type: ignore[arg-type]
+    finished_here = workload("c")
+    finished_here.status.conditions = [Condition(type="Finished", status="True", reason="Succeeded")]
+    harness.controller.workload_changed(finished_here)
+    harness.controller.start()
+    await settle()
+    assert harness.passes()[:2] == ["e", "c"]
+    assert sorted(harness.passes()) == ["a", "b", "c", "d", "e"], "each once: the resync's adds coalesce with the events'"

@@ -169,21 +169,24 @@ class MultiKueueController:
         self.queue.add_all(self.owned())
 
     def remote_changed(self, remote: RemoteCluster, kind: str, obj: dict[str, Any] | None) -> None:
-        """A worker's copy or job changed: re-plan its Workload; at once if the worker finished it.
+        """A worker's copy or job changed: re-plan its Workload, ahead of dispatches when it runs there.
 
-        A finished copy's reconcile copies the final status and finishes the
-        Workload here, which releases its quota on the manager, and its next
-        one deletes the copies on every worker. With thousands of Workloads
-        being dispatched, first come first served left finished ones waiting
-        minutes behind new dispatches (the 3,000-Job run of issue 16: copies
-        finished for seven minutes, not yet seen through), so those go first.
+        Finish what was started before starting more: a job exists only on
+        the worker that won, so its events (created, running, done: a few per
+        job) are about a dispatched Workload, whose status is copied back and
+        which is finished here from them, releasing its quota; a copy seen
+        ``Finished`` too. Those keys are urgent in the queue. With thousands
+        of Workloads being dispatched (ten copies each, several events per
+        copy), first come first served left Jobs done on the workers for
+        minutes behind new dispatches (issue 16's 3,000-Job run: copies
+        finished for seven minutes, not yet seen through).
         """
         if obj is None:
             return
         meta = obj.get("metadata", {})
         name = meta.get("name", "") if kind == "workload" else bound_workload_name(obj)
         if name:
-            self.schedule((meta.get("namespace", ""), name), urgent=kind == "workload" and _finished_copy(obj))
+            self.schedule((meta.get("namespace", ""), name), urgent=kind == "job" or _finished_copy(obj))
 
     def object_changed(self, adapter: Adapter, obj: Mapping[str, Any]) -> None:
         """A local job object changed: re-plan the Workload it belongs to."""

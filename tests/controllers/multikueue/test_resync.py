@@ -176,17 +176,20 @@ def copy_event(name: str, *, finished: bool) -> dict[str, Any]:
 
 @pytest.mark.asyncio
 async def test_what_ends_a_workload_is_planned_ahead_of_what_starts_one(harness: Harness) -> None:
-    """A copy the worker finished, and a Workload finished here (its copies to delete), go ahead of the
-    Workloads waiting to be dispatched, even ones whose events came first; a hostile status is no urgency."""
+    """A copy the worker finished, a job running on a worker, and a Workload finished here (its copies
+    to delete) go ahead of the Workloads waiting to be dispatched, even ones whose events came first;
+    a hostile status is no urgency."""
     for name in ("a", "b", "c", "d", "e"):
         harness.cache.upsert_workload(workload(name))
     harness.controller.remote_changed(None, "workload", copy_event("d", finished=False))  # type: ignore[arg-type]
     harness.controller.remote_changed(None, "workload", {"metadata": {"name": "b", "namespace": "ns"}, "status": {"conditions": 7}})  # type: ignore[arg-type]
     harness.controller.remote_changed(None, "workload", copy_event("e", finished=True))  # type: ignore[arg-type]
+    job = {"metadata": {"name": "job-a", "namespace": "ns", "labels": {"kueue.x-k8s.io/prebuilt-workload-name": "a"}}}
+    harness.controller.remote_changed(None, "job", job)  # type: ignore[arg-type]  # it runs on a worker
     finished_here = workload("c")
     finished_here.status.conditions = [Condition(type="Finished", status="True", reason="Succeeded")]
     harness.controller.workload_changed(finished_here)
     harness.controller.start()
     await settle()
-    assert harness.passes()[:2] == ["e", "c"]
+    assert harness.passes()[:3] == ["e", "a", "c"]
     assert sorted(harness.passes()) == ["a", "b", "c", "d", "e"], "each once: the resync's adds coalesce with the events'"

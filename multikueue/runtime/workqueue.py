@@ -125,9 +125,20 @@ class WorkQueue(Generic[K]):
         clock: Clock | None = None,
         format_key: Callable[[K], str] = str,
         expected: tuple[type[BaseException], ...] = (),
+        urgent: Callable[[K], bool] | None = None,
     ) -> None:
         """``expected``: failures the handler's domain foresees (a worker refusing, an API error);
-        they are logged in one line, while anything else carries its traceback once."""
+        they are logged in one line, while anything else carries its traceback once.
+
+        ``urgent(key)``, asked whenever a key is queued (an add, a retry, a
+        rerun, a resync): an urgent key, once due, goes ahead of every due
+        key that is not, however long those waited; once urgent it stays so
+        until handled. It must be cheap (a cache lookup). For work that ends
+        what was started rather than starting more (a MultiKueue Workload
+        running on a worker): with thousands of keys due, first come first
+        served put the status and the end of running Workloads minutes
+        behind the dispatch of new ones.
+        """
         if workers < 1:
             raise ValueError("a work queue needs at least one worker")
         self.name = name
@@ -138,14 +149,15 @@ class WorkQueue(Generic[K]):
         self._clock: Clock = clock or MonotonicClock()
         self._format_key = format_key
         self._expected = expected
+        self._urgent = urgent
         #: Waiting keys -> (due time, id of their live heap entry, urgent).
         self._due: dict[K, tuple[float, int, bool]] = {}
         #: Entries (due, id, key) of the keys added as urgent, and of the others.
         self._urgent_heap: list[tuple[float, int, K]] = []
         self._heap: list[tuple[float, int, K]] = []
         self._ids = itertools.count()
-        #: Keys added while running -> when to run them again once the run ends, and whether urgent.
-        self._rerun: dict[K, tuple[float, bool]] = {}
+        #: Keys added while running -> when to run them again once the run ends.
+        self._rerun: dict[K, float] = {}
         self._running: set[K] = set()
         self._failures: dict[K, int] = {}
         self._wakeup = asyncio.Event()
@@ -161,26 +173,19 @@ class WorkQueue(Generic[K]):
 
     # -- adding -----------------------------------------------------------------
 
-    def add(self, key: K, delay: float = 0.0, *, urgent: bool = False) -> None:
-        """Have ``key`` handled in ``delay`` seconds or sooner; ignored once stopped.
-
-        An ``urgent`` key, once due, goes ahead of every other due key that
-        is not urgent, however long those have waited; it stays urgent until
-        handled. For handlings that end work rather than start it (a
-        MultiKueue Workload whose worker finished it): with thousands of keys
-        due, first come first served put the end of a Workload minutes behind
-        the dispatch of new ones, and the quota, the copies and the memory
-        they hold with it.
-        """
+    def add(self, key: K, delay: float = 0.0) -> None:
+        """Have ``key`` handled in ``delay`` seconds or sooner; ignored once stopped."""
         if self._stopped:
             return
         due = self._clock.now() + max(0.0, delay)
         if key in self._running:
-            self._mark_rerun(key, due, urgent)
+            self._mark_rerun(key, due)
             return
-        self._push(key, due, urgent)
+        self._push(key, due)
 
-    def _push(self, key: K, due: float, urgent: bool = False) -> None:
+    def _push(self, key: K, due: float) -> None:
+        """Queue ``key`` at ``due`` (or keep its earlier time); asks the owner's ``urgent`` here (see __init__)."""
+        urgent = self._urgent is not None and self._urgent(key)
         current = self._due.get(key)
         if current is not None:
             urgent = urgent or current[2]
@@ -220,7 +225,7 @@ class WorkQueue(Generic[K]):
 
     def waiting(self) -> dict[K, float]:
         """Each waiting key and the clock time it is due at."""
-        return {**{k: due for k, (due, _, _) in self._due.items()}, **{k: due for k, (due, _) in self._rerun.items()}}
+        return {**{k: due for k, (due, _, _) in self._due.items()}, **self._rerun}
 
     @property
     def running(self) -> frozenset[K]:
@@ -397,13 +402,11 @@ class WorkQueue(Generic[K]):
         slots.release()
         rerun = self._rerun.pop(key, None)
         if rerun is not None and not self._stopped:
-            self._push(key, *rerun)
+            self._push(key, rerun)
 
-    def _mark_rerun(self, key: K, due: float, urgent: bool = False) -> None:
-        current = self._rerun.get(key)
-        if current is not None:
-            due, urgent = min(due, current[0]), urgent or current[1]
-        self._rerun[key] = (due, urgent)
+    def _mark_rerun(self, key: K, due: float) -> None:
+        if key not in self._rerun or due < self._rerun[key]:
+            self._rerun[key] = due
 
     def _failed(self, key: K, exc: BaseException) -> None:
         """Count a failure, schedule the retry after the backoff, then log it."""

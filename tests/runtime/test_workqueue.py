@@ -580,21 +580,25 @@ async def test_a_resync_pass_skips_keys_handled_meanwhile_and_lets_new_events_go
 
 @pytest.mark.asyncio
 async def test_urgent_keys_go_ahead_of_every_due_key_that_is_not(handler: Recorder, clock: FakeClock) -> None:
-    """With one worker busy, the keys due meanwhile run urgent first, then by due time; an urgent key
-    not due yet waits for its time; a key made urgent while waiting or running stays urgent until handled."""
-    async with started(make(handler, clock, workers=1)) as queue:
+    """With one worker busy, the keys due meanwhile run urgent first, then by due time. The owner's
+    ``urgent`` is asked at each add: a waiting key that became urgent goes ahead at its earlier time, an
+    urgent key not due yet waits for its time, a running key's rerun is urgent if it is when queued."""
+    urgent: set[str] = set()
+    async with started(make(handler, clock, workers=1, urgent=urgent.__contains__)) as queue:
         handler.hold("busy")
         queue.add("busy")
         await settle()
         for index in range(5):
             queue.add(f"old-{index}")
             clock.advance(1)
-        queue.add("later", delay=100, urgent=True)  # urgent, but not due for a while
-        queue.add("old-3", urgent=True)  # was waiting: now urgent, at its earlier due time
-        queue.add("end-a", urgent=True)
-        queue.add("end-b", urgent=True)
-        queue.add("old-0")  # a plain add does not take urgency away
-        queue.add("busy", urgent=True)  # running: its rerun is urgent
+        urgent.update({"later", "old-3", "end-a", "end-b", "busy"})
+        queue.add("later", delay=100)  # urgent, but not due for a while
+        queue.add("old-3")  # was waiting: now urgent, at its earlier due time
+        queue.add("end-a")
+        queue.add("end-b")
+        queue.add("busy")  # running: its rerun is queued urgent once it ends
+        urgent.discard("old-3")
+        queue.add("old-3")  # once urgent, urgent until handled
         assert len(queue) == 9
         handler.release("busy")
         await settle()
@@ -606,9 +610,10 @@ async def test_urgent_keys_go_ahead_of_every_due_key_that_is_not(handler: Record
 
 @pytest.mark.asyncio
 async def test_superseded_urgent_entries_do_not_pile_up(handler: Recorder, clock: FakeClock) -> None:
-    async with started(make(handler, clock)) as queue:
+    flip = iter(range(10_000))
+    async with started(make(handler, clock, urgent=lambda _key: next(flip) % 2 == 0)) as queue:
         for delay in range(1000, 0, -1):
-            queue.add("a", delay=delay, urgent=delay % 2 == 0)
+            queue.add("a", delay=delay)
         assert len(queue) == 1 and len(queue._heap) + len(queue._urgent_heap) < 200
         clock.advance(1000)
         await settle()

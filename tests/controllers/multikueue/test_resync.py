@@ -92,7 +92,7 @@ async def harness() -> AsyncIterator[Harness]:
         handled.append((key, clock.now()))
         return None
 
-    controller.queue = WorkQueue("multikueue", record, workers=4, clock=clock)
+    controller.queue = WorkQueue("multikueue", record, workers=4, clock=clock, urgent=controller.started)
     try:
         yield Harness(controller, cache, clock, handled)
     finally:
@@ -166,30 +166,21 @@ async def test_a_stopped_controller_plans_nothing_and_a_restart_replans_everythi
     assert sorted(harness.passes(since=4 * RESYNC_SECONDS)) == ["a", "b"], "the periodic resync runs again"
 
 
-def copy_event(name: str, *, finished: bool) -> dict[str, Any]:
-    """A worker's copy as its watch sends it."""
-    conditions = [{"type": "QuotaReserved", "status": "True"}]
-    if finished:
-        conditions.append({"type": "Finished", "status": "True", "reason": "Succeeded"})
-    return {"metadata": {"name": name, "namespace": "ns"}, "status": {"conditions": conditions}}
-
-
 @pytest.mark.asyncio
-async def test_what_ends_a_workload_is_planned_ahead_of_what_starts_one(harness: Harness) -> None:
-    """A copy the worker finished, a job running on a worker, and a Workload finished here (its copies
-    to delete) go ahead of the Workloads waiting to be dispatched, even ones whose events came first;
-    a hostile status is no urgency."""
+async def test_what_was_started_is_planned_ahead_of_what_is_not(harness: Harness) -> None:
+    """A Workload placed on a worker (its job runs there) and one finished here (its copies to delete)
+    go ahead of the Workloads still being dispatched, even ones whose events came first."""
     for name in ("a", "b", "c", "d", "e"):
         harness.cache.upsert_workload(workload(name))
-    harness.controller.remote_changed(None, "workload", copy_event("d", finished=False))  # type: ignore[arg-type]
-    harness.controller.remote_changed(None, "workload", {"metadata": {"name": "b", "namespace": "ns"}, "status": {"conditions": 7}})  # type: ignore[arg-type]
-    harness.controller.remote_changed(None, "workload", copy_event("e", finished=True))  # type: ignore[arg-type]
-    job = {"metadata": {"name": "job-a", "namespace": "ns", "labels": {"kueue.x-k8s.io/prebuilt-workload-name": "a"}}}
-    harness.controller.remote_changed(None, "job", job)  # type: ignore[arg-type]  # it runs on a worker
-    finished_here = workload("c")
-    finished_here.status.conditions = [Condition(type="Finished", status="True", reason="Succeeded")]
-    harness.controller.workload_changed(finished_here)
     harness.controller.start()
     await settle()
-    assert harness.passes()[:3] == ["e", "a", "c"]
-    assert sorted(harness.passes()) == ["a", "b", "c", "d", "e"], "each once: the resync's adds coalesce with the events'"
+    placed, finished = workload("e"), workload("c")
+    placed.status.cluster_name = "worker1"
+    finished.status.conditions = [Condition(type="Finished", status="True", reason="Succeeded")]
+    harness.cache.upsert_workload(placed)
+    harness.cache.upsert_workload(finished)
+    for name in ("a", "b", "c", "d", "e"):  # in one go: the queue hands them out only after
+        harness.controller.schedule(("ns", name))
+    await settle()
+    assert harness.passes()[5:7] == ["c", "e"]
+    assert sorted(harness.passes()[5:]) == ["a", "b", "c", "d", "e"]

@@ -38,6 +38,7 @@ from multikueue.api import (
     WorkloadPriorityClass,
 )
 from multikueue.api.constants import GROUP, VERSION
+from multikueue.api.meta import without_managed_fields
 from multikueue.api.resources import WORKLOADS
 from multikueue.core.cache import Cache
 from multikueue.runtime import metrics
@@ -47,20 +48,6 @@ from multikueue.runtime.kube import AsyncKube
 log = structlog.get_logger(__name__)
 
 WorkloadKey = tuple[str, str]
-
-
-def without_managed_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``body`` without ``metadata.managedFields`` (a shallow copy; ``body`` itself when it has none).
-
-    The cache keeps every object for as long as it exists, and the field
-    managers' records are about half of a Workload's size (11 of 24 KB for
-    one the scalability runner finished); no decision reads them, and a
-    write that omits them leaves the server's as they are.
-    """
-    meta = body.get("metadata")
-    if not isinstance(meta, Mapping) or "managedFields" not in meta:
-        return body
-    return {**body, "metadata": {key: value for key, value in meta.items() if key != "managedFields"}}
 
 
 def _parse(model: type[KueueObject], body: Mapping[str, Any], *, owned: bool = False) -> KueueObject | None:

@@ -9,7 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram
 
 from multikueue.core.cache import Cache
-from multikueue.operator.feeds import WorkloadFeed, without_managed_fields
+from multikueue.api.meta import without_managed_fields
+from multikueue.operator.feeds import WorkloadFeed
 from multikueue.runtime import metrics
 
 pytestmark = pytest.mark.unit

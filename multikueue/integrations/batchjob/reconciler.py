@@ -27,7 +27,7 @@ from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.constants import WorkloadConditionType
-from multikueue.api.meta import LabelSelector
+from multikueue.api.meta import LabelSelector, without_managed_fields
 from multikueue.api.resources import NAMESPACES
 from multikueue.api.workload import PriorityClassRef
 from multikueue.integrations.batchjob import job as batchjob
@@ -114,8 +114,9 @@ class JobReconciler:
         return self._jobs.get((namespace, name))
 
     def _store(self, key: JobKey, body: dict[str, Any]) -> None:
+        """Keep the Job's last body (for as long as it exists: without the field managers' records)."""
         self._forget(key)
-        self._jobs[key] = body
+        self._jobs[key] = body = dict(without_managed_fields(body))
         prebuilt = batchjob.prebuilt_workload_name(body)
         if prebuilt:
             self._prebuilt[(key[0], prebuilt)] = key

@@ -66,3 +66,8 @@ async def test_a_stale_job_body_still_starts_the_job(
     live = batch.read_namespaced_job("copy", ns)
     assert live.spec.suspend is False, "the conflict was taken as 'a newer event is on its way' and the Job left suspended"
     assert live.metadata.annotations.get("touched") == "yes"
+    # The body it keeps for the Job (one per Job, for as long as the Job exists) is the one read live,
+    # without the field managers' records.
+    kept = reconciler.get(ns, "copy")
+    assert kept is not None and kept["metadata"]["annotations"].get("touched") == "yes"
+    assert "managedFields" not in kept["metadata"] and stale["metadata"].get("managedFields")

@@ -373,7 +373,7 @@ def spec_drift(local: Workload, copy: RemoteCopy) -> str | None:
 
 def _out_of_sync(copy: RemoteCopy | None) -> bool:
     """The copy finished with reason ``OutOfSync``: a sync failure on the worker, not a completion."""
-    condition = copy.condition(WorkloadConditionType.FINISHED) if copy is not None and copy.is_finished else None
+    condition = copy.condition(WorkloadConditionType.FINISHED) if copy is not None and copy.is_true(WorkloadConditionType.FINISHED) else None
     return condition is not None and condition.reason == WorkloadReason.OUT_OF_SYNC
 
 

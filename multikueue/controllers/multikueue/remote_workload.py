@@ -157,21 +157,9 @@ class RemoteCopy:
         """The status condition of this type, or ``None``."""
         return next((c for c in self.conditions if c.type == condition_type), None)
 
-    def is_condition_true(self, condition_type: str) -> bool:
-        condition = self.condition(condition_type)
-        return condition is not None and condition.status == ConditionStatus.TRUE
-
-    @property
-    def has_quota_reservation(self) -> bool:
-        return self.is_condition_true(WorkloadConditionType.QUOTA_RESERVED)
-
-    @property
-    def is_admitted(self) -> bool:
-        return self.is_condition_true(WorkloadConditionType.ADMITTED)
-
-    @property
-    def is_finished(self) -> bool:
-        return self.is_condition_true(WorkloadConditionType.FINISHED)
+    def is_true(self, condition_type: str) -> bool:
+        """Whether the condition of this type is there with status ``True``."""
+        return _true(self.condition(condition_type))
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -275,10 +263,10 @@ def remote_state(remote: RemoteCopy | None) -> RemoteState:
     """
     if remote is None:
         return RemoteState.ABSENT
-    if remote.is_finished:
+    if remote.is_true(WorkloadConditionType.FINISHED):
         return RemoteState.FINISHED
     if _evicted(remote):
         return RemoteState.EVICTED
-    if remote.has_quota_reservation:
-        return RemoteState.ADMITTED if remote.is_admitted else RemoteState.RESERVED
+    if remote.is_true(WorkloadConditionType.QUOTA_RESERVED):
+        return RemoteState.ADMITTED if remote.is_true(WorkloadConditionType.ADMITTED) else RemoteState.RESERVED
     return RemoteState.PENDING

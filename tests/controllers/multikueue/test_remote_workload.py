@@ -200,7 +200,7 @@ def test_a_remote_copy_keeps_what_dispatching_reads() -> None:
     )
     assert [c.type for c in view.conditions] == ["QuotaReserved", "Admitted"]
     assert view.condition("Admitted").last_transition_time == LATER  # type: ignore[union-attr]
-    assert view.has_quota_reservation and view.is_admitted and not view.is_finished
+    assert view.is_true("QuotaReserved") and view.is_true("Admitted") and not view.is_true("Finished")
     assert remote_state(view) == RemoteState.ADMITTED
     # The same view whether read from the wire or from a parsed Workload.
     assert RemoteCopy.of(Workload.from_k8s(worker_copy())) == view

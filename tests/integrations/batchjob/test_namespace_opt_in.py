@@ -71,3 +71,24 @@ def test_a_namespace_that_just_opted_in_is_read_live() -> None:
     # Unknown to the cache: read live as well.
     assert asyncio.run(_reconciler(Cache(), kube)._namespace_managed(_job("fresh", suspend=False)))
     assert not asyncio.run(_reconciler(Cache(), kube)._namespace_managed(_job("gone", suspend=False)))
+
+
+def test_a_job_whose_workload_was_admitted_is_urgent_in_the_queue() -> None:
+    """Starting an admitted Job (and the status MultiKueue copies back to it) goes ahead of creating
+    Workloads for new Jobs; one without a Workload yet, or whose Workload waits, is not urgent."""
+    from multikueue.api.workload import Workload
+
+    cache = Cache()
+    reconciler = _reconciler(cache, Namespaces({}), None)
+    job = _job("ns", suspend=True, prebuilt=True)
+    reconciler._store(("ns", "job"), job)
+    assert not reconciler.started(("ns", "job")), "no Workload yet"
+    waiting = {"metadata": {"name": "wl", "namespace": "ns"}, "spec": {"podSets": [{"name": "main", "template": {}}]}}
+    cache.upsert_workload(Workload.from_k8s(waiting))
+    assert not reconciler.started(("ns", "job")), "its Workload waits for quota"
+    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    cache.upsert_workload(Workload.from_k8s({**waiting, "status": {"conditions": [admitted]}}))
+    assert reconciler.started(("ns", "job"))
+    assert not reconciler.started(("ns", "unknown"))
+    reconciler._store(("ns", "new"), {"metadata": {"namespace": "ns", "name": "new"}})  # no uid: no Workload name
+    assert not reconciler.started(("ns", "new"))

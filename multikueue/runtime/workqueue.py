@@ -131,13 +131,16 @@ class WorkQueue(Generic[K]):
         they are logged in one line, while anything else carries its traceback once.
 
         ``urgent(key)``, asked whenever a key is queued (an add, a retry, a
-        rerun, a resync): an urgent key, once due, goes ahead of every due
-        key that is not, however long those waited; once urgent it stays so
-        until handled. It must be cheap (a cache lookup). For work that ends
-        what was started rather than starting more (a MultiKueue Workload
-        running on a worker): with thousands of keys due, first come first
-        served put the status and the end of running Workloads minutes
-        behind the dispatch of new ones.
+        rerun): an urgent key, once due, goes ahead of every due key that is
+        not, however long those waited; once urgent it stays so until
+        handled. It must be cheap (a cache lookup). For work that ends what
+        was started rather than starting more (a MultiKueue Workload running
+        on a worker): with thousands of keys due, first come first served put
+        the status and the end of running Workloads minutes behind the
+        dispatch of new ones. A periodic resync pass's adds are never
+        urgent: the safety net does not jump the queue (every finished
+        Workload still held would otherwise go ahead of every dispatch, once
+        a period).
         """
         if workers < 1:
             raise ValueError("a work queue needs at least one worker")
@@ -175,17 +178,20 @@ class WorkQueue(Generic[K]):
 
     def add(self, key: K, delay: float = 0.0) -> None:
         """Have ``key`` handled in ``delay`` seconds or sooner; ignored once stopped."""
+        self._add(key, delay, may_be_urgent=True)
+
+    def _add(self, key: K, delay: float, *, may_be_urgent: bool) -> None:
         if self._stopped:
             return
         due = self._clock.now() + max(0.0, delay)
         if key in self._running:
             self._mark_rerun(key, due)
             return
-        self._push(key, due)
+        self._push(key, due, may_be_urgent=may_be_urgent)
 
-    def _push(self, key: K, due: float) -> None:
+    def _push(self, key: K, due: float, *, may_be_urgent: bool = True) -> None:
         """Queue ``key`` at ``due`` (or keep its earlier time); asks the owner's ``urgent`` here (see __init__)."""
-        urgent = self._urgent is not None and self._urgent(key)
+        urgent = may_be_urgent and self._urgent is not None and self._urgent(key)
         current = self._due.get(key)
         if current is not None:
             urgent = urgent or current[2]
@@ -301,7 +307,7 @@ class WorkQueue(Generic[K]):
         half = period / 2
         stale = [key for key in owned if now - handled.get(key, -math.inf) >= half]
         for index, key in enumerate(stale):
-            self.add(key, delay=half * index / len(stale))
+            self._add(key, half * index / len(stale), may_be_urgent=False)
         log.debug("work queue resync", queue=self.name, owned=len(owned), added=len(stale), waiting=len(self))
 
     async def stop(self, grace: float = 5.0) -> None:

@@ -618,3 +618,27 @@ async def test_superseded_urgent_entries_do_not_pile_up(handler: Recorder, clock
         clock.advance(1000)
         await settle()
         assert handler.keys() == ["a"]
+
+
+@pytest.mark.asyncio
+async def test_a_resync_pass_does_not_make_keys_urgent(handler: Recorder, clock: FakeClock) -> None:
+    """The periodic safety net does not jump the queue: its adds are never urgent, an event's are."""
+    urgent = {"n", "m"}
+    queue = make(handler, clock, workers=1, urgent=urgent.__contains__)
+    queue.start(resync=lambda: ["f", "n"], every=10)
+    try:
+        await settle()
+        assert sorted(handler.keys()) == ["f", "n"]
+        handler.hold("busy")
+        queue.add("busy")
+        await settle()
+        clock.advance(10)  # the pass: f due at once, n 2.5 s later
+        await settle()
+        clock.advance(3)
+        queue.add("e")  # an event, not urgent, due after both
+        queue.add("m")  # an event for an urgent key: first
+        handler.release("busy")
+        await settle()
+        assert handler.keys()[2:] == ["busy", "m", "f", "n", "e"]
+    finally:
+        await queue.stop(grace=1.0)

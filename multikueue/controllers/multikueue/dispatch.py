@@ -65,7 +65,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from multikueue.api.constants import CheckState, Dispatcher, Finalizers, WorkloadConditionType, WorkloadReason
+from multikueue.api.constants import CheckState, ConditionStatus, Dispatcher, Finalizers, WorkloadConditionType, WorkloadReason
 from multikueue.api.meta import format_time
 from multikueue.api.workload import AdmissionCheckState, Workload
 from multikueue.controllers.multikueue.remote_workload import RemoteCopy, RemoteState, pod_template_requests, remote_state
@@ -373,8 +373,8 @@ def spec_drift(local: Workload, copy: RemoteCopy) -> str | None:
 
 def _out_of_sync(copy: RemoteCopy | None) -> bool:
     """The copy finished with reason ``OutOfSync``: a sync failure on the worker, not a completion."""
-    condition = copy.condition(WorkloadConditionType.FINISHED) if copy is not None and copy.is_true(WorkloadConditionType.FINISHED) else None
-    return condition is not None and condition.reason == WorkloadReason.OUT_OF_SYNC
+    condition = copy.condition(WorkloadConditionType.FINISHED) if copy is not None else None
+    return condition is not None and condition.status == ConditionStatus.TRUE and condition.reason == WorkloadReason.OUT_OF_SYNC
 
 
 def _usable(local: Workload, copy: RemoteCopy | None) -> bool:

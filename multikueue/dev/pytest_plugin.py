@@ -131,11 +131,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 #: How many of a controller's log lines about the failed test's namespace a failure report shows.
 FAILURE_LOG_LINES = 80
+#: Lines shown whatever namespace they are about: errors, and the workers' connections coming and
+#: going (a CI failure once left a worker unused with no line about the test's namespace at all).
+ALWAYS_SHOWN = ('"level": "error"', '"event": "worker connection', '"event": "worker kubeconfig')
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failed test that drove controllers reports their log lines about its namespace.
+    """A failed test that drove controllers reports their log lines about its namespace (and ``ALWAYS_SHOWN``).
 
     On kind the log files hold only the pods' logs as last read, and a CI run
     keeps nothing else: without this a failure there cannot be traced.
@@ -152,7 +155,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         except Exception as exc:  # a report must not fail on a controller that is gone
             lines = [f"(logs not available: {exc})"]
         if namespace:
-            lines = [line for line in lines if namespace in line or '"level": "error"' in line]
+            lines = [line for line in lines if namespace in line or any(mark in line for mark in ALWAYS_SHOWN)]
         shown = "\n".join(lines[-FAILURE_LOG_LINES:]) or "(no lines)"
         report.sections.append((f"controller log: {ctl.name} (lines about {namespace or 'the test'})", shown))
 

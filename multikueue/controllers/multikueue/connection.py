@@ -212,7 +212,12 @@ class RemoteCluster:
         if source.location_type == LocationType.PATH:
             return await asyncio.to_thread(self._read_file, source.location)
         where = f"Secret {self.namespace}/{source.location}"
-        secret = await self.manager.get_or_none(SECRETS, self.namespace, source.location)
+        try:
+            secret = await self.manager.get_or_none(SECRETS, self.namespace, source.location)
+        except (OSError, client.ApiException) as exc:
+            # The manager's own API did not answer or refused: as upstream, BadConfig, and retried.
+            detail = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, client.ApiException) else str(exc)
+            raise RemoteUnavailable(REASON_BAD_CONFIG, f"{where} could not be read on the manager: {detail}; retrying") from None
         if secret is None:
             raise RemoteUnavailable(REASON_BAD_CONFIG, f"{where} not found")
         data = (secret.get("data") or {}).get(MultiKueue.KUBECONFIG_SECRET_KEY)
@@ -375,30 +380,45 @@ class RemoteCluster:
             await _close(session)
 
     async def _maintain(self) -> None:
-        """Connect, follow the informers' health, reconnect on a kubeconfig change: until stopped."""
+        """Connect, follow the informers' health, reconnect on a kubeconfig change: until stopped.
+
+        Nothing but a cancellation ends this loop. It once ended on an error
+        nobody expected (the manager's API failing while the Secret was re-read
+        after a rotation): the worker then stayed unused for good with nothing
+        in the log, since an unawaited task's exception is reported only when
+        the task is collected, and this one is held.
+        """
         while True:
             try:
                 async for attempt in tenacity.AsyncRetrying(
                     wait=tenacity.wait_exponential(multiplier=0.5, max=30) + tenacity.wait_random(0, 1),
-                    retry=tenacity.retry_if_exception_type(RemoteUnavailable),
+                    retry=tenacity.retry_if_exception_type(Exception),
                     before_sleep=self._report_failure,
                 ):
                     with attempt:
                         text, version = await self._read_source()
                         await self._connect(text)
                         self._source_version = version
+                self._refresh_state()
+                reason = await self._until_source_changes()
+                await self._disconnect()
+                if reason is not None:
+                    self._set_state(False, reason.reason, reason.message)
             except asyncio.CancelledError:
                 raise
-            self._refresh_state()
-            reason = await self._until_source_changes()
-            await self._disconnect()
-            if reason is not None:
-                self._set_state(False, reason.reason, reason.message)
+            except Exception as exc:  # noqa: BLE001 - see the docstring: log, report, start over
+                log.error("worker connection failed unexpectedly: reconnecting", cluster=self.name, exc_info=exc)
+                await self._disconnect()
+                self._set_state(False, MultiKueueClusterReason.CLIENT_CONNECTION_FAILED, f"internal error: {exc!r}; reconnecting")
+                await asyncio.sleep(SOURCE_POLL_SECONDS)
 
     def _report_failure(self, retry_state: tenacity.RetryCallState) -> None:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         if isinstance(exc, RemoteUnavailable):
             self._set_state(False, exc.reason, exc.message)
+        elif exc is not None:
+            log.error("worker connection attempt failed unexpectedly: retrying", cluster=self.name, exc_info=exc)
+            self._set_state(False, MultiKueueClusterReason.CLIENT_CONNECTION_FAILED, f"cannot connect: {exc!r}; retrying")
 
     async def _until_source_changes(self) -> RemoteUnavailable | None:
         """Poll the kubeconfig source; return why the connection must end (None: it changed)."""

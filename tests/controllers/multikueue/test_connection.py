@@ -39,7 +39,8 @@ from multikueue.api.multikueue import MultiKueueCluster
 from multikueue.controllers.multikueue import connection
 from multikueue.controllers.multikueue.connection import ConnectionSettings, RemoteCluster
 from multikueue.dev.pytest_plugin import Clusters
-from multikueue.runtime.kube import AsyncKube
+from multikueue.dev.proxy import TcpProxy
+from multikueue.runtime.kube import AsyncKube, load_api_client
 from multikueue.runtime.kubeconfig import MAX_KUBECONFIG_BYTES, validate_kubeconfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -204,6 +205,51 @@ async def test_a_large_accepted_kubeconfig_is_validated_off_the_event_loop(
     print(f"\n{len(text) // 1024} KiB kubeconfig: validation takes {inline * 1000:.0f} ms; longest event-loop stall {lag[0] * 1000:.0f} ms")
     assert threads, "the kubeconfig was not validated"
     assert threading.get_ident() not in threads, "validated on the event loop's thread"
+
+
+# -- the manager's own API failing -------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_managers_api_failing_while_the_secret_is_read_is_reported_and_retried(
+    integration_clusters: Clusters, namespace: str
+) -> None:
+    """The kubeconfig Secret cannot be read because the manager's apiserver does not answer.
+
+    Once, such an error ended the connection's task: the worker then stayed
+    unused for good, with nothing logged (seen in CI right after a Secret
+    rotation). Now the worker is inactive with a message naming the Secret, and
+    it connects once the manager's API answers again. The manager's API is
+    reached through a proxy that refuses connections, then forwards them.
+    """
+    secret = _put_secret(integration_clusters.manager, namespace, _worker_kubeconfig(integration_clusters.manager, WORKER))
+    configuration = integration_clusters.manager.configuration
+    proxy = TcpProxy(("127.0.0.1", int(configuration.host.rsplit(":", 1)[1])))
+    proxy.cut()
+    api = load_api_client(str(integration_clusters.kubeconfigs[0]), 4)
+    api.configuration.host = f"https://127.0.0.1:{proxy.port}"
+    manager = AsyncKube(api, workers=4)
+    remote = RemoteCluster(
+        name="proxied",
+        spec=_spec("proxied", secret),
+        origin=f"conn-{uuid.uuid4().hex[:6]}",
+        namespace=namespace,
+        manager=manager,
+        job_refs=[],
+        on_change=lambda *_: None,
+        on_state=lambda _: None,
+    )
+    remote.start()
+    try:
+        await _until(lambda: remote.state.reason == "BadConfig", 30, "the worker reported as BadConfig")
+        assert f"Secret {namespace}/{secret} could not be read on the manager" in remote.state.message
+        assert not remote.state.active
+        proxy.heal()
+        await _until(lambda: remote.state.active, 60, "the worker connected once the manager answered")
+    finally:
+        await remote.stop()
+        await manager.close()
+        proxy.close()
 
 
 # -- hostile kubeconfigs ---------------------------------------------------------------------------

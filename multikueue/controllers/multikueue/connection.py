@@ -382,11 +382,11 @@ class RemoteCluster:
     async def _maintain(self) -> None:
         """Connect, follow the informers' health, reconnect on a kubeconfig change: until stopped.
 
-        Nothing but a cancellation ends this loop. It once ended on an error
-        nobody expected (the manager's API failing while the Secret was re-read
-        after a rotation): the worker then stayed unused for good with nothing
-        in the log, since an unawaited task's exception is reported only when
-        the task is collected, and this one is held.
+        Nothing but a cancellation ends this loop. Any error but
+        ``RemoteUnavailable`` used to end it (the manager's API failing while
+        the Secret is read, for one): the worker then stayed unused for good
+        with nothing in the log, since an unawaited task's exception is
+        reported only when the task is collected, and this one is held.
         """
         while True:
             try:

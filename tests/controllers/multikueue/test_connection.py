@@ -130,13 +130,16 @@ async def start(manager: AsyncKube, namespace: str) -> AsyncIterator[Start]:
     """Start RemoteClusters reading Secrets in the test namespace; all are stopped at the end."""
     started: list[RemoteCluster] = []
 
-    async def run(spec: MultiKueueCluster, settings: ConnectionSettings | None = None) -> RemoteCluster:
+    async def run(
+        spec: MultiKueueCluster, settings: ConnectionSettings | None = None, via: AsyncKube | None = None
+    ) -> RemoteCluster:
+        """``via``: the client reading the Secrets on the manager (default: the admin one)."""
         remote = RemoteCluster(
             name=spec.name,
             spec=spec,
             origin=f"conn-{uuid.uuid4().hex[:6]}",
             namespace=namespace,
-            manager=manager,
+            manager=via or manager,
             job_refs=[],
             on_change=lambda *_: None,
             on_state=lambda _: None,
@@ -212,13 +215,13 @@ async def test_a_large_accepted_kubeconfig_is_validated_off_the_event_loop(
 
 @pytest.mark.asyncio
 async def test_the_managers_api_failing_while_the_secret_is_read_is_reported_and_retried(
-    integration_clusters: Clusters, namespace: str
+    integration_clusters: Clusters, namespace: str, start: Start
 ) -> None:
     """The kubeconfig Secret cannot be read because the manager's apiserver does not answer.
 
-    Once, such an error ended the connection's task: the worker then stayed
-    unused for good, with nothing logged (seen in CI right after a Secret
-    rotation). Now the worker is inactive with a message naming the Secret, and
+    Such an error used to end the connection's task: the worker then stayed
+    unused for good, with nothing logged (the likely cause of a CI run where
+    worker1 was never used again after its Secret changed). Now the worker is inactive with a message naming the Secret, and
     it connects once the manager's API answers again. The manager's API is
     reached through a proxy that refuses connections, then forwards them.
     """
@@ -229,17 +232,7 @@ async def test_the_managers_api_failing_while_the_secret_is_read_is_reported_and
     api = load_api_client(str(integration_clusters.kubeconfigs[0]), 4)
     api.configuration.host = f"https://127.0.0.1:{proxy.port}"
     manager = AsyncKube(api, workers=4)
-    remote = RemoteCluster(
-        name="proxied",
-        spec=_spec("proxied", secret),
-        origin=f"conn-{uuid.uuid4().hex[:6]}",
-        namespace=namespace,
-        manager=manager,
-        job_refs=[],
-        on_change=lambda *_: None,
-        on_state=lambda _: None,
-    )
-    remote.start()
+    remote = await start(_spec("proxied", secret), via=manager)
     try:
         await _until(lambda: remote.state.reason == "BadConfig", 30, "the worker reported as BadConfig")
         assert f"Secret {namespace}/{secret} could not be read on the manager" in remote.state.message

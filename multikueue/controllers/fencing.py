@@ -66,9 +66,16 @@ class OriginFencing:
         self._task = None
 
     async def _run(self) -> None:
+        """Tick until cancelled: an error nobody foresaw is logged, and the next tick comes as usual
+        (a held task that raised would end fencing for good, silently)."""
         loop = asyncio.get_running_loop()
         while True:
-            await self.tick(loop.time())
+            try:
+                await self.tick(loop.time())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                log.error("origin fencing check failed unexpectedly: trying again", error=repr(exc)[:200], exc_info=exc)
             await asyncio.sleep(self.poll)
 
     async def tick(self, now: float) -> list[str]:

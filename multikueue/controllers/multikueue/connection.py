@@ -448,23 +448,33 @@ class RemoteCluster:
         while True:
             await asyncio.sleep(max(0.0, next_start - loop.time()))
             next_start = loop.time() + settings.probe_interval
-            error = await self._probe_once(session)
-            if error is None:
-                failures = 0
-                if session.unresponsive is not None:
-                    session.unresponsive = None
-                    log.info("worker apiserver answers again", cluster=self.name, host=host)
-                    self._on_health(session)
-                continue
-            failures += 1
-            log.debug("worker health probe missed", cluster=self.name, host=host, failures=failures, error=error)
-            if failures >= settings.probe_failures and session.unresponsive is None:
-                session.unresponsive = RemoteUnavailable(
-                    MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
-                    f"worker apiserver {host} did not answer GET /readyz {failures} times in a row "
-                    f"(last: {error}); check that it is running and reachable",
-                )
+            try:
+                error = await self._probe_once(session)
+                failures = self._probe_result(session, host, error, failures)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a held task must not end silently: log, probe on
+                log.error("worker health probe failed unexpectedly", cluster=self.name, error=repr(exc)[:200], exc_info=exc)
+
+    def _probe_result(self, session: _Session, host: str, error: str | None, failures: int) -> int:
+        """Follow one probe's outcome (None: answered); return the misses in a row."""
+        settings = self.settings
+        if error is None:
+            if session.unresponsive is not None:
+                session.unresponsive = None
+                log.info("worker apiserver answers again", cluster=self.name, host=host)
                 self._on_health(session)
+            return 0
+        failures += 1
+        log.debug("worker health probe missed", cluster=self.name, host=host, failures=failures, error=error)
+        if failures >= settings.probe_failures and session.unresponsive is None:
+            session.unresponsive = RemoteUnavailable(
+                MultiKueueClusterReason.CLIENT_CONNECTION_FAILED,
+                f"worker apiserver {host} did not answer GET /readyz {failures} times in a row "
+                f"(last: {error}); check that it is running and reachable",
+            )
+            self._on_health(session)
+        return failures
 
     async def _probe_once(self, session: _Session) -> str | None:
         """None when the apiserver answered (any status below 500), else what went wrong."""

@@ -111,6 +111,19 @@ def project_crds() -> list[dict[str, Any]]:
     return [yaml.safe_load(text) for _, text in sorted(generate_crds().items())]
 
 
+def storage_version_only(crd: dict[str, Any]) -> dict[str, Any]:
+    """The CRD serving only its storage version, without a conversion webhook.
+
+    For clusters where no controller serves conversion (benchmarks): the API
+    server keeps a watch cache per served version, and the cache of a version
+    that needs the absent webhook fails to fill and starts over every few
+    seconds, each time reading every object of the kind from etcd. On a
+    benchmark's manager that is every Workload, every three seconds or so.
+    """
+    versions = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    return {**crd, "spec": {**crd["spec"], "versions": versions, "conversion": {"strategy": "None"}}}
+
+
 def ensure_namespace(api: client.ApiClient, name: str) -> None:
     try:
         client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))

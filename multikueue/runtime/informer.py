@@ -6,12 +6,13 @@ An :class:`Informer` is the single list + watch implementation of the project
 - **convergence**: the store is filled by a listing, then kept current by a
   watch started at the listing's resourceVersion. Whenever the watch cannot
   continue (410 Gone, a network error of any type, a watch ``ERROR`` event, a
-  connection closed early) it lists again and hands the handler ``DELETED``
+  connection closed early with no event) it lists again and hands the handler ``DELETED``
   for objects that disappeared and ``ADDED``/``MODIFIED`` for all the others,
   so a consumer that missed events still ends up with the server's state.
   410 relists at once; other breaks after a backoff. A watch that simply
-  reached its ``timeoutSeconds`` is renewed from the last resourceVersion
-  seen (bookmarks included), without a relist. The store keeps the JSON
+  reached its ``timeoutSeconds``, or that the server ended cleanly after
+  delivering events (:func:`renew_after_close`), is renewed from the last
+  resourceVersion seen (bookmarks included), without a relist. The store keeps the JSON
   dicts, without ``metadata.managedFields`` (nothing reads them, and they
   are about half of an object's memory), reachable by key or through named
   indexes, or only the keys (``keep_objects=False``, for a consumer that
@@ -82,6 +83,23 @@ NOT_USABLE = frozenset({403, 404, 429})
 #: How long stop() waits for a watch thread stuck in a connect before leaving it (a daemon) behind.
 STOP_SECONDS = 5.0
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+def renew_after_close(lasted: float, events: int, watch_seconds: float) -> bool:
+    """Whether a watch the API server ended cleanly is renewed from the last version seen (True) or
+    counted as broken, which relists after a backoff (False).
+
+    Renewed when it ran for at least half its ``timeoutSeconds``, or when it
+    delivered events: a stream that ends cleanly loses nothing, and the API
+    server ends a watcher early when it reads too slowly (the watch cache's
+    buffer for it filled up). Relisting then cost the manager of a
+    10,000-Job run a listing of 7,000 Workloads, 128 MiB and 90 s of stalled
+    dispatch. A watch closed early with no event at all is broken, as in
+    client-go, so a server that ends every watch at once is not asked again
+    in a tight loop. If the version has expired meanwhile, the renewal gets
+    410 and relists.
+    """
+    return lasted >= watch_seconds / 2 or events > 0
 
 
 class InformerState(str, enum.Enum):
@@ -425,7 +443,7 @@ class Informer:
         assert self._loop is not None
         events = 0
         while not self._halt.is_set():
-            started = time.monotonic()
+            started, segment_start = time.monotonic(), events
             try:
                 response = self._open(version)
             except Exception as exc:  # noqa: BLE001 - any failure to start the watch
@@ -459,8 +477,12 @@ class Informer:
                 response.release_conn()
             if self._halt.is_set():
                 return _End("stopped")
-            if time.monotonic() - started < self.watch_seconds / 2:
-                return _End("failed", ConnectionError(f"the API server closed the watch after {time.monotonic() - started:.1f}s"), events=events)
+            lasted = time.monotonic() - started
+            if not renew_after_close(lasted, events - segment_start, self.watch_seconds):
+                return _End("failed", ConnectionError(f"the API server closed the watch after {lasted:.1f}s with no event"), events=events)
+            if lasted < self.watch_seconds / 2:
+                log.debug("the API server closed the watch early: watching on from the last version", cluster=self.cluster,
+                          kind=self.kind, lasted=round(lasted, 1), version=version)
         return _End("stopped")
 
     def _interrupt(self) -> None:

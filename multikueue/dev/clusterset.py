@@ -43,8 +43,8 @@ class ClusterSetOptions:
     wire: bool = True
     #: Install this project's CRDs (off for a cluster that gets upstream's instead).
     install_crds: bool = True
-    #: Only their storage version, no conversion webhook (see :func:`wiring.storage_version_only`).
-    storage_version_only: bool = False
+    #: False: the CRDs get conversion ``None`` (see :func:`wiring.without_conversion_webhook`).
+    conversion_webhook: bool = True
     #: Run Tekton's controller on every worker (built from the third-party archive; full clusters only).
     tekton: bool = False
 
@@ -166,8 +166,8 @@ class ClusterSet:
             self._save()
         if options.install_crds:
             crds = wiring.project_crds()
-            if options.storage_version_only:
-                crds = [wiring.storage_version_only(crd) for crd in crds]
+            if not options.conversion_webhook:
+                crds = [wiring.without_conversion_webhook(crd) for crd in crds]
             _parallel(lambda c: wiring.install_crds(self.api(c), crds), self.clusters)
             self.timings["crds"] = time.monotonic() - t0
         if options.wire and self.workers:

@@ -20,6 +20,7 @@ import os
 import ssl
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from collections.abc import AsyncGenerator
 from typing import Any, Callable, Mapping, TypeVar
 from urllib.parse import urlencode
 
@@ -41,6 +42,8 @@ _TIMEOUT = Timeout(connect=REQUEST_TIMEOUT[0], read=REQUEST_TIMEOUT[1])
 _AIO_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT[0], sock_read=REQUEST_TIMEOUT[1])
 #: The longest ``Retry-After`` honoured; a longer one is waited as this long.
 MAX_RETRY_AFTER = 10.0
+#: Objects per page of a listing: client-go's reflector pages by 500 too.
+LIST_PAGE_SIZE = 500
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -281,7 +284,7 @@ class AsyncKube:
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         return await self._send(_Call("GET", path))  # type: ignore[no-any-return]
 
-    async def list_all(
+    async def list_pages(
         self,
         ref: ResourceRef,
         label_selector: str = "",
@@ -289,14 +292,26 @@ class AsyncKube:
         decode: Callable[[bytes], Any] = decode_json,
         namespace: str | None = None,
         field_selector: str = "",
-    ) -> dict[str, Any]:
-        """The list response for ``ref`` across all namespaces (or in ``namespace``), ``metadata.resourceVersion`` included.
+        limit: int = LIST_PAGE_SIZE,
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The listing of ``ref`` across all namespaces (or in ``namespace``), as list responses of at most ``limit`` objects.
 
-        ``decode`` parses the body (the informer's parser copes with any nesting depth).
+        The pages (``limit`` and ``continue``) are one snapshot: the last
+        one's ``metadata.resourceVersion`` is where a watch starts. In pages
+        so that listing many objects never holds the whole answer, raw and
+        parsed, at once; an expired ``continue`` token (410) is raised like
+        any failed request, and the caller lists again from the start.
+        ``decode`` parses each body (the informer's parser copes with any nesting depth).
         """
-        query = _selectors(label_selector, field_selector)
+        query = _selectors(label_selector, field_selector) + [("limit", str(limit))]
         path = self._path(ResourceRef(ref.group, ref.version, ref.plural, namespace is not None), namespace)
-        return await self._send(_Call("GET", path, query=query, decode=decode))  # type: ignore[no-any-return]
+        token = ""
+        while True:
+            page = await self._send(_Call("GET", path, query=query + ([("continue", token)] if token else []), decode=decode))
+            token = (page.get("metadata") or {}).get("continue") or ""
+            yield page
+            if not token:
+                return
 
     def open_watch(
         self,

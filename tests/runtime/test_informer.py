@@ -135,18 +135,20 @@ async def test_bookmarks_and_renewed_watches_deliver_nothing(
         await informer.stop()
 
 
+@pytest.mark.parametrize("page_size", [500, 1], ids=["one-page", "a-page-per-object"])
 async def test_410_gone_relists_and_hands_over_what_was_missed(
-    worker: AsyncKube, namespace: str, label: str, monkeypatch: pytest.MonkeyPatch
+    worker: AsyncKube, namespace: str, label: str, monkeypatch: pytest.MonkeyPatch, page_size: int
 ) -> None:
     """A watch ended by an ``ERROR`` event with code 410 (expired version) relists at once.
 
     The apiserver's watch cache keeps every event of the last 75s, so a real expiry cannot be
     provoked quickly; the first watch's stream is replaced by the ERROR event it would send.
+    With pages of one object, the listings come in several pages and hand over the same events.
     """
     await create(worker, namespace, "vanishes", label)
     await create(worker, namespace, "stays", label)
     seen = Recorder()
-    informer = informer_of(worker, label, seen)
+    informer = informer_of(worker, label, seen, list_page_size=page_size)
     original = informer_module.iter_resp_lines
     streams: list[Any] = []
 

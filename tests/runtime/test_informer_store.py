@@ -85,8 +85,8 @@ def test_relist_deletes_the_vanished_updates_the_rest_and_adds_the_new() -> None
     store = Store({"prebuilt": by_prebuilt})
     store.replace([obj("gone", prebuilt="wl-gone"), obj("kept", prebuilt="wl-1")])
     events = store.replace([obj("kept", version="5", prebuilt="wl-2"), obj("new")])
-    assert [(t, o["metadata"]["name"]) for t, o in events] == [(DELETED, "gone"), (MODIFIED, "kept"), (ADDED, "new")]
-    deleted = events[0][1]
+    assert [(t, o["metadata"]["name"]) for t, o in events] == [(MODIFIED, "kept"), (ADDED, "new"), (DELETED, "gone")]
+    deleted = events[-1][1]
     assert deleted["metadata"]["resourceVersion"] == "1", "the DELETED event carries the last known state"
     assert sorted(store.objects) == [("ns", "kept"), ("ns", "new")]
     assert store.keys_by_index("prebuilt", "ns/wl-gone") == set()
@@ -139,9 +139,9 @@ def test_a_store_of_keys_only_keeps_no_object_and_still_hands_over_deletions() -
     assert store.get(("ns", "a")) is None, "no object is kept"
     events = store.replace([obj("b", version="3"), obj("c")])
     assert events == [
-        (DELETED, {"metadata": {"namespace": "ns", "name": "a"}}),
         (MODIFIED, obj("b", version="3")),
         (ADDED, obj("c")),
+        (DELETED, {"metadata": {"namespace": "ns", "name": "a"}}),
     ]
     store.apply(DELETED, obj("b"))
     assert len(store) == 1

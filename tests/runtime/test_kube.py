@@ -106,6 +106,22 @@ async def test_verbs_round_trip_json_and_answers_outside_2xx_are_api_exceptions(
 
 @pytest.mark.integration
 @pytest.mark.asyncio
+async def test_a_listing_comes_in_pages_of_one_snapshot(kubes: Callable[..., AsyncKube], namespace: str) -> None:
+    """``limit`` and ``continue``: every object once, no page over the limit, the watch version on the last page."""
+    kube = kubes()
+    for i in range(5):
+        await kube.create(CONFIG_MAPS, namespace, {"metadata": {"name": f"cm-{i}", "labels": {"paged": "yes"}}, "data": {"k": "v"}})
+    pages = [page async for page in kube.list_pages(CONFIG_MAPS, "paged=yes", namespace=namespace, limit=2)]
+    names = [[item["metadata"]["name"] for item in page["items"]] for page in pages]
+    assert [len(page) for page in names] == [2, 2, 1]
+    assert sorted(sum(names, [])) == ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"]
+    assert all(page["metadata"].get("continue") for page in pages[:-1]) and not pages[-1]["metadata"].get("continue")
+    versions = {page["metadata"]["resourceVersion"] for page in pages}
+    assert len(versions) == 1, f"the pages are one snapshot: {versions}"
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio
 async def test_a_closed_port_is_a_transport_error_after_the_pools_retries(kubes: Callable[..., AsyncKube]) -> None:
     port = free_port()
 

@@ -122,7 +122,7 @@ def test_the_flat_formula_of_the_module_docstring() -> None:
 
 def test_cohort_with_its_own_quota() -> None:
     a = queue("a", 2)
-    root = cohort(a, nominal=3)
+    cohort(a, nominal=3)  # a joins a cohort with quota of its own
     assert available(a, CPU) == 5
     assert potential_available(a, CPU) == 5
 

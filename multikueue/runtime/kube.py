@@ -18,9 +18,9 @@ import functools
 import json
 import os
 import ssl
+from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from collections.abc import AsyncGenerator
 from typing import Any, Callable, Mapping, TypeVar
 from urllib.parse import urlencode
 

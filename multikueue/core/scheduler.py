@@ -80,16 +80,20 @@ unless fair sharing is on, see the end):
    the usage of real Workloads and of this cycle's assumptions.
 7. A candidate left pending for lack of quota is *parked*
    (:meth:`Cache.park <multikueue.core.cache.Cache.park>`, upstream's
-   inadmissible Workloads): later cycles do not look at it until quota may
-   have been freed in its quota tree or the tree changed, or the Workload
-   itself changed; one whose preemption found no victims also comes back
-   when a Workload starts holding quota in the tree. Not parked: candidates
-   of a StrictFIFO queue (the head blocks either way), those that need
-   preemption but were not weighed (their queue planned for another one
-   this cycle), and any in a tree where a preemptor holds its usage this
-   cycle. With ``heads_per_queue``, a cycle stops walking a ClusterQueue
-   once that many of its candidates were not admitted in their round (left
-   pending, or deferred to borrow); when it parked some
+   inadmissible Workloads): later cycles do not look at it until the tree
+   changed, or the Workload itself changed, or a requeue batch (1 s) after
+   quota was freed or taken in its quota tree; quota given back in its own
+   ClusterQueue by a Workload of its priority or a lower one wakes it at
+   once (:meth:`PendingQueues.mark_cluster_queues
+   <multikueue.core.cache.queues.PendingQueues.mark_cluster_queues>` says
+   why). Not parked: candidates of a StrictFIFO queue (the head blocks
+   either way), those that need preemption but were not weighed (their
+   queue planned for another one this cycle, and no earlier one of the
+   same pod sets found no victims: :func:`_no_victims_known`), and any in a
+   tree where a preemptor holds its usage this cycle. With
+   ``heads_per_queue``, a cycle stops walking a ClusterQueue once that many
+   of its candidates were not admitted in their round (left pending, or
+   deferred to borrow; not those parked as an earlier misfit's copy); when it parked some
    of them, it sets :attr:`CycleResult.more` and the queue is looked at
    again in the next cycle, which starts after them. So a cycle costs the
    Workloads that may move, not every one that waits, as upstream's one
@@ -359,6 +363,9 @@ class _Cycle:
     victims_by_tree: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
     #: Per ClusterQueue, by pod-set shape, the assignments that did not fit earlier in this cycle (see :func:`_known_misfit`).
     misfits: dict[str, dict[str, FlavorAssignment]] = field(default_factory=dict)
+    #: Per ClusterQueue, the pod-set shapes whose preemption was weighed this cycle and found no victims
+    #: (see :func:`_no_victims_known`).
+    without_victims: dict[str, set[str]] = field(default_factory=dict)
     #: (ClusterQueue, namespace) -> whether the queue's ``namespaceSelector`` admits the namespace.
     namespaces: dict[tuple[str, str], bool] = field(default_factory=dict)
     #: Quota trees where a preemptor holds its usage this cycle: nothing is parked there (what does not
@@ -637,6 +644,7 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
     if not plan.preempts:
         return assignment.message, False
     cycle.misfits.clear()  # the victims' usage now counts as released: what did not fit may fit
+    cycle.without_victims.clear()
     for victim in plan.victims:
         result.preempted.append(
             PreemptionDecision(victim.workload.key, entry.workload.key, state.name, victim.reason, victim.message)
@@ -649,7 +657,7 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
     return plan.preemptor_message(assignment.message), True
 
 
-def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment: FlavorAssignment, *, weighed: bool) -> None:
+def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment: FlavorAssignment, *, weighed: bool) -> bool:
     """Park a candidate left pending for lack of quota, unless something this cycle did not weigh may admit it.
 
     ``weighed``: when the assignment needs preemption, whether this
@@ -657,16 +665,16 @@ def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment:
     was not (its queue planned for an earlier candidate) stays, as upstream
     requeues a head skipped for a pending preemption at once. A StrictFIFO
     queue parks nothing: its head blocks the others whether it fits or not.
-    Parked for a preemption that found no victims, it also comes back when a
-    Workload starts holding quota in its tree.
+    Returns whether it parked.
     """
     state = cursor.state
     if cursor.strict_fifo or (assignment.preemptible and not weighed):
-        return
+        return False
     if cycle.cache.cohort_root(state.name) in cycle.held_trees:
-        return
-    cycle.cache.park(workload.key, state.name, until_admission=assignment.preemptible)
+        return False
+    cycle.cache.park(workload.key, state.name, for_victims=assignment.preemptible)
     cursor.parked += 1
+    return True
 
 
 #: Shapes remembered per ClusterQueue and cycle; a queue whose Workloads all differ gains nothing from more.
@@ -694,6 +702,25 @@ def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWork
     if assignment is not None and assignment.preemptible and state.name not in cycle.result.planned_preemption:
         return None
     return assignment
+
+
+def _no_victims_known(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload) -> bool:
+    """Whether a candidate that needs preemption would find no victims: an earlier one of its queue with
+    the same pod sets found none this cycle.
+
+    Classical preemption only: a candidate later in queue order (lower priority, or the same and newer)
+    may preempt a subset of what the earlier one may (``LowerPriority``, ``LowerOrNewerEqualPriority``,
+    ``borrowWithinCohort``'s threshold; ``reclaimWithinCohort`` the same set), and the free quota has
+    only shrunk since (a preemption with victims forgets every such shape, :func:`_preempt`). Such a
+    candidate counts as weighed and is parked (:func:`_park`), as upstream's heads, popped one per
+    cycle, each go to the inadmissible Workloads in turn. Left unparked (not weighed), the Workloads
+    behind a waiting higher-priority one stayed candidates until the next change; when that was the
+    higher-priority one finishing just before the next arrived, they were admitted into the gap and
+    evicted, every time (upstream's scheduler scalability configs, 4 evictions per large Workload).
+    """
+    if cycle.fair_sharing is not None or workload.may_be_partial:
+        return False
+    return workload.shape in cycle.without_victims.get(state.name, ())
 
 
 def _remember_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload, assignment: FlavorAssignment) -> None:
@@ -857,9 +884,13 @@ def _run_round(cycle: _Cycle, cursors: list[_Cursor]) -> list[_Cursor]:
         misfit = _known_misfit(cycle, cursor.state, workload)
         if misfit is not None:
             # Same pod sets as an earlier misfit of the cycle; one needing preemption gets here only
-            # when its queue planned for another candidate (it was not weighed).
-            _park(cycle, cursor, workload, misfit, weighed=False)
-            _wait(cycle, cursor, workload, misfit.message)
+            # when its queue planned for another candidate (weighed only if that one found no victims).
+            # Parked, it does not count towards heads_per_queue: it cost no assignment, and a cycle
+            # that parks the whole run of them saves the next cycles from reaching the end of the
+            # run one bound at a time, after the quota they wait for may have been freed.
+            weighed = misfit.preemptible and _no_victims_known(cycle, cursor.state, workload)
+            parked = _park(cycle, cursor, workload, misfit, weighed=weighed)
+            _wait(cycle, cursor, workload, misfit.message, missed=not parked)
             continue
         entry = _Entry(cursor, workload, _assign(cycle, cursor.state, workload))
         if entry.assignment.fits:
@@ -884,10 +915,12 @@ def _decide_deferred(cycle: _Cycle) -> None:
         _decide(cycle, sorted(round_, key=_order_key), reassign_all=True, defer=False)
 
 
-def _wait(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, message: str) -> None:
-    """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle."""
+def _wait(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, message: str, *, missed: bool = True) -> None:
+    """The candidate stays pending with ``message``; in a StrictFIFO queue it blocks the rest of this cycle.
+
+    ``missed``: it counts towards ``heads_per_queue``."""
     _report(cycle.result, workload, WorkloadReason.PENDING, message)
-    cursor.missed += 1
+    cursor.missed += missed
     if cursor.strict_fifo:
         cursor.open = False
 
@@ -952,6 +985,10 @@ def _decide(cycle: _Cycle, entries: list[_Entry], *, reassign_all: bool, defer: 
             message, preempts = _preempt(cycle, state, entry, assignment)
             if preempts:
                 touched_trees.add(tree)  # it holds its usage there now: later entries are re-assigned
+            elif not entry.workload.may_be_partial:
+                cycle.without_victims.setdefault(state.name, set()).add(entry.workload.shape)
+        elif assignment.preemptible:
+            weighed = _no_victims_known(cycle, state, entry.workload)
         if not preempts:
             _remember_misfit(cycle, state, entry.workload, assignment)
             _park(cycle, entry.cursor, entry.workload, assignment, weighed=weighed)

@@ -16,6 +16,7 @@ from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Workload
 from multikueue.api.workloadpriorityclass import WorkloadPriorityClass
 from multikueue.core import Cache, CycleResult, PendingUpdate, schedule
+from multikueue.core.cache.queues import REQUEUE_BATCH
 from multikueue.core.scheduler import AdmissionDecision
 
 pytestmark = pytest.mark.unit
@@ -137,6 +138,14 @@ def finish(cache: Cache, wl: Workload) -> None:
     conditions = [c.to_dict() for c in wl.status.conditions or ()]
     conditions.append(condition("Finished", "True", "Succeeded", "Job finished successfully"))
     cache.upsert_workload(with_status(wl, conditions=conditions))
+
+
+def after_requeue_batch(cache: Cache, **kwargs: Any) -> CycleResult:
+    """The cycles that follow a Workload giving quota back: the first admits nothing parked and asks for
+    the one a requeue batch later, whose result is returned (parked Workloads wake then)."""
+    first = schedule(cache, NOW, **kwargs)
+    assert first.admitted == [] and first.next_cycle_at == NOW + REQUEUE_BATCH
+    return schedule(cache, NOW + REQUEUE_BATCH, **kwargs)
 
 
 def names(result: CycleResult) -> list[str]:
@@ -385,8 +394,8 @@ def test_freed_quota_in_one_queue_wakes_its_cohort_peers() -> None:
     a1 = confirm(cache, decision)
     cache.upsert_workload(workload("b-1", "4", queue="queue-b"))
     assert schedule(cache, NOW).admitted == []
-    finish(cache, a1)
-    assert names(schedule(cache, NOW)) == ["b-1"]
+    finish(cache, a1)  # another ClusterQueue of the tree: b-1 wakes a requeue batch later
+    assert names(after_requeue_batch(cache)) == ["b-1"]
 
 
 def test_workloads_fitting_without_borrowing_go_first_in_a_round() -> None:
@@ -1178,12 +1187,103 @@ def test_a_misfit_is_parked_until_quota_is_released() -> None:
     assert cache.is_parked(("default", "large"), "cq")
     assert schedule(cache, NOW) == CycleResult()
 
-    # Quota released in its tree wakes it: looked at again (its message is still true), parked again.
+    # Quota released in its tree by a Workload of its priority wakes it at once: looked at again (its
+    # message is still true), parked again.
     finish(cache, cache.workload(("default", "small")))
     assert not cache.is_parked(("default", "large"), "cq")
-    assert schedule(cache, NOW) == CycleResult()
+    assert schedule(cache, NOW) == CycleResult(next_cycle_at=NOW + REQUEUE_BATCH)
     assert cache.is_parked(("default", "large"), "cq")
     finish(cache, cache.workload(("default", "running")))
+    assert names(schedule(cache, NOW)) == ["large"]
+
+
+def test_a_release_wakes_parked_workloads_a_requeue_batch_later_and_new_arrivals_at_once() -> None:
+    """Upstream's scheduler scalability configs, reduced: a large high-priority Workload (the whole
+    quota) arrives just after the previous one finished. The medium ones parked behind it must not be
+    admitted into that gap, or the new large one evicts them, every time (as upstream, whose
+    inadmissible Workloads go back to the queues a batch period after the release)."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("large-1", "20", priority=200, age=100))
+    large_1 = confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("medium", "5", priority=100, age=90))
+    result = schedule(cache, NOW)
+    assert result.preempted == [] and set(pending(result)) == {"medium"}  # same priority: no victims
+    write_pending(cache, result.pending[0])
+    assert cache.is_parked(("default", "medium"), "cq")
+
+    finish(cache, large_1)
+    cache.upsert_workload(workload("large-2", "20", priority=200, age=80))
+    result = schedule(cache, NOW)
+    assert names(result) == ["large-2"] and result.preempted == []
+    assert result.next_cycle_at == NOW + REQUEUE_BATCH
+    confirm(cache, result.admitted[0])
+    # The batch ends: medium is looked at again and still does not fit (nor may it preempt).
+    result = schedule(cache, NOW + REQUEUE_BATCH)
+    assert names(result) == [] and result.preempted == []
+    assert cache.is_parked(("default", "medium"), "cq")
+
+
+def test_candidates_behind_one_without_victims_are_parked_in_the_same_cycle() -> None:
+    """Same pod sets, later in queue order: no victims either. They are parked (not left for the next
+    change), and, parked without an assignment, they do not count towards heads_per_queue."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("large", "20", priority=200, age=100))
+    confirm(cache, schedule(cache, NOW).admitted[0])
+    for i in range(12):
+        cache.upsert_workload(workload(f"medium-{i}", "5", priority=100, age=50 - i))
+    result = schedule(cache, NOW, heads_per_queue=3)
+    assert result.preempted == [] and not result.more
+    assert len(result.pending) == 12
+    assert all(cache.is_parked(("default", f"medium-{i}"), "cq") for i in range(12))
+    assert (result.plans, result.plans_skipped) == (0, 1)  # weighed once, for the first of them
+
+
+def test_releases_within_a_requeue_batch_share_one_wake() -> None:
+    """Quota given back by higher-priority Workloads reaches a lower-priority parked one after the batch,
+    which starts with the first cycle after the first release and is not pushed back by later ones."""
+    cache = seed_cache()
+    for name in ("a", "b"):
+        cache.upsert_workload(workload(name, "4", priority=10, age=100))
+    a, b = (confirm(cache, d) for d in schedule(cache, NOW).admitted)
+    cache.upsert_workload(workload("big", "9", priority=0, age=50))
+    write_pending(cache, schedule(cache, NOW).pending[0])
+    finish(cache, a)
+    assert schedule(cache, NOW).next_cycle_at == NOW + REQUEUE_BATCH
+    half = NOW + REQUEUE_BATCH / 2
+    finish(cache, b)
+    assert schedule(cache, half) == CycleResult(next_cycle_at=NOW + REQUEUE_BATCH)
+    assert cache.is_parked(("default", "big"), "cq")
+    assert names(schedule(cache, NOW + REQUEUE_BATCH)) == ["big"]
+
+
+def test_a_release_wakes_parked_workloads_of_its_priority_or_higher_at_once() -> None:
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "9", priority=5, age=100))
+    running = confirm(cache, schedule(cache, NOW).admitted[0])
+    for name, priority in (("higher", 7), ("same", 5), ("lower", 3)):
+        cache.upsert_workload(workload(name, "3", priority=priority, age=50))
+    for update in schedule(cache, NOW).pending:
+        write_pending(cache, update)
+    finish(cache, running)
+    assert [cache.is_parked(("default", n), "cq") for n in ("higher", "same", "lower")] == [False, False, True]
+    result = schedule(cache, NOW)
+    assert names(result) == ["higher", "same"] and result.next_cycle_at == NOW + REQUEUE_BATCH
+    assert names(schedule(cache, NOW + REQUEUE_BATCH)) == ["lower"]
+
+
+def test_without_a_requeue_batch_a_release_wakes_parked_workloads_at_once() -> None:
+    cache = Cache(requeue_batch=timedelta(0))
+    cache.upsert_namespace("default", {"kubernetes.io/metadata.name": "default"})
+    cache.upsert_flavor(flavor())
+    cache.upsert_cluster_queue(cluster_queue())
+    cache.upsert_local_queue(local_queue())
+    cache.upsert_workload(workload("running", "6", age=100))
+    running = confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("large", "5", age=50))
+    write_pending(cache, schedule(cache, NOW).pending[0])
+    assert cache.is_parked(("default", "large"), "cq")
+    finish(cache, running)
+    assert not cache.is_parked(("default", "large"), "cq")
     assert names(schedule(cache, NOW)) == ["large"]
 
 
@@ -1239,7 +1339,7 @@ def preemption_cohort() -> Cache:
     return cache
 
 
-def test_a_preemption_without_victims_parks_until_a_workload_starts_holding_quota() -> None:
+def test_a_preemption_without_victims_wakes_a_requeue_batch_after_a_workload_starts_holding_quota() -> None:
     cache = preemption_cohort()
     cache.upsert_workload(workload("a-running", "3", queue="queue-a", age=100))
     confirm(cache, schedule(cache, NOW).admitted[0])
@@ -1252,7 +1352,12 @@ def test_a_preemption_without_victims_parks_until_a_workload_starts_holding_quot
     assert cache.is_parked(("default", "a-waits"), "cq-a")
     # b-fills' admission confirmed: a Workload started holding quota in the tree, a possible victim.
     confirm(cache, result.admitted[0])
-    assert not cache.is_parked(("default", "a-waits"), "cq-a")
+    assert cache.is_parked(("default", "a-waits"), "cq-a")
+    assert schedule(cache, NOW) == CycleResult(next_cycle_at=NOW + REQUEUE_BATCH)
+    assert cache.is_parked(("default", "a-waits"), "cq-a")
+    result = schedule(cache, NOW + REQUEUE_BATCH)
+    assert result.plans + result.plans_skipped == 1  # looked at again: its preemption weighed
+    assert cache.is_parked(("default", "a-waits"), "cq-a")  # still none (b-fills is within its quota)
 
 
 def test_a_misfit_without_preemption_stays_parked_when_others_are_admitted() -> None:

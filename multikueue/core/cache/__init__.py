@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from multikueue.api.admissioncheck import AdmissionCheck
@@ -55,7 +55,7 @@ from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Admission, Workload
 from multikueue.api.workloadpriorityclass import WorkloadPriorityClass
 from multikueue.core.cache.hierarchy import Contribution, QuotaTree, admission_usage
-from multikueue.core.cache.queues import DirtyQueues, PendingQueues, PendingWorkload
+from multikueue.core.cache.queues import REQUEUE_BATCH, DirtyQueues, PendingQueues, PendingWorkload
 from multikueue.core.cache.store import ClusterQueueState, LocalQueueKey, ObjectStore, WorkloadKey, local_queue_of
 from multikueue.core.cache.views import (
     ClusterQueueStatusView,
@@ -110,10 +110,13 @@ class Cache:
     loop task); the scheduler is synchronous and never yields mid-cycle.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, requeue_batch: timedelta = REQUEUE_BATCH) -> None:
+        """``requeue_batch``: how long after a Workload gives quota back its tree's parked Workloads wake
+        (zero: at once; see :meth:`PendingQueues.mark_cluster_queues
+        <multikueue.core.cache.queues.PendingQueues.mark_cluster_queues>`)."""
         self._store = ObjectStore()
         self._tree = QuotaTree(self._store.cohorts)
-        self._queues = PendingQueues(self._store.priority_classes)
+        self._queues = PendingQueues(self._store.priority_classes, requeue_batch=requeue_batch)
         #: Report ``status.fairSharing.weightedShare`` in ClusterQueue status views (fair sharing is on);
         #: set by whoever runs the scheduler with fair sharing.
         self.fair_sharing_status = False
@@ -123,11 +126,15 @@ class Cache:
         #: Bumped when a WorkloadPriorityClass changes (holders' priorities may have).
         self._priorities_version = 0
 
-    def _mark_trees(self, cq_names: Iterable[str], *, released: bool = True) -> None:
-        """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree (``released``: quota may
-        have been freed or the queues changed, which wakes parked Workloads; see :meth:`park`)."""
+    def _mark_trees(self, cq_names: Iterable[str], *, released: bool = True, priority: int | None = None) -> None:
+        """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree, which wakes their parked
+        Workloads: at once when the tree changed (no ``priority``), else a requeue batch later, when a
+        Workload of ``priority`` gave quota back (``released``) or started holding quota there, except
+        those of its ClusterQueue with that priority or higher on a release (see :meth:`park`)."""
         for cq_name in cq_names:
-            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), released=released)
+            self._queues.mark_cluster_queues(
+                self._tree.tree_of(cq_name), released=released, priority=priority, source=cq_name
+            )
 
     # --- ResourceFlavor --------------------------------------------------------------
 
@@ -259,9 +266,11 @@ class Cache:
 
     def delete_workload(self, key: WorkloadKey) -> None:
         """Forget a Workload; the quota it held (or was assumed to hold) is released."""
+        workload = self._store.workload(key)
+        priority = self._queues.priority_of(workload)[0] if workload is not None else None
         removed = self._store.remove_workload(key)
         if self._queues.drop_assumption(key) or removed:
-            self._sync_workload(key)
+            self._sync_workload(key, priority=priority)
 
     def assume(self, key: WorkloadKey, admission: Admission) -> None:
         """Count ``admission`` as the Workload's usage until the watch confirms it (or :meth:`forget`).
@@ -293,10 +302,10 @@ class Cache:
             self._queues.unpark(key)
             self._queues.mark_local_queue(local_queue_of(workload))
 
-    def park(self, key: WorkloadKey, cq_name: str, *, until_admission: bool = False) -> None:
+    def park(self, key: WorkloadKey, cq_name: str, *, for_victims: bool = False) -> None:
         """Leave a pending Workload that does not fit out of the cycles until its quota tree frees quota or
         changes (see :meth:`PendingQueues.park <multikueue.core.cache.queues.PendingQueues.park>`)."""
-        self._queues.park(key, cq_name, until_admission=until_admission)
+        self._queues.park(key, cq_name, for_victims=for_victims)
 
     def revisit(self, cq_name: str) -> None:
         """Have the next cycle look at the ClusterQueue's pending Workloads again (its walk was cut short)."""
@@ -314,8 +323,10 @@ class Cache:
         """Whether the Workload's admission is assumed and not yet confirmed by the watch."""
         return self._queues.assumption(key) is not None
 
-    def _sync_workload(self, key: WorkloadKey, *, quiet: bool = False) -> None:
-        """Derive the Workload's contribution and pending entry from its object and assumption, apply the change."""
+    def _sync_workload(self, key: WorkloadKey, *, quiet: bool = False, priority: int | None = None) -> None:
+        """Derive the Workload's contribution and pending entry from its object and assumption, apply the change.
+
+        ``priority``: the Workload's, when it is no longer in the store (deleted)."""
         # The holder built from the previous object is stale, and would keep that object alive (a finished
         # Workload stays in the store: its admitted version would stay too, ~11 KB each).
         self._holders.pop(key, None)
@@ -330,9 +341,11 @@ class Cache:
         if not quiet:
             # Only a Workload that held nothing before can take quota without giving any back; one whose
             # assumed admission is confirmed takes nothing more, but may be preempted from now on.
-            self._mark_trees(changed, released=held is not None)
+            if workload is not None:
+                priority = self._queues.priority_of(workload)[0]
+            self._mark_trees(changed, released=held is not None, priority=priority)
             if confirmed and not changed and contribution is not None:
-                self._mark_trees((contribution.cluster_queue,), released=False)
+                self._mark_trees((contribution.cluster_queue,), released=False, priority=priority)
         pending: PendingWorkload | None = None
         if workload is not None and contribution is None and _wants_quota(workload):
             pending = self._queues.entry_for(key, workload)

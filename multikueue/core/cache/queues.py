@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from multikueue.api.constants import ConditionStatus, Labels, WorkloadConditionType
 from multikueue.api.workload import Admission, PriorityClassKind, Workload
@@ -30,9 +30,13 @@ from multikueue.core.cache.store import LocalQueueKey, WorkloadKey, local_queue_
 from multikueue.core.flavors import PodSetRequest, pod_spec_of
 from multikueue.core.resources import pod_spec_errors
 
-__all__ = ["DirtyQueues", "PendingQueues", "PendingWorkload"]
+__all__ = ["REQUEUE_BATCH", "DirtyQueues", "PendingQueues", "PendingWorkload"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+#: How long after a Workload gives quota back its tree's parked Workloads wake (upstream's
+#: ``requeueBatchPeriod``, see :meth:`PendingQueues.mark_cluster_queues`).
+REQUEUE_BATCH = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,44 @@ def _read_pod_sets(workload: Workload) -> tuple[tuple[PodSetRequest, ...], str |
     return tuple(PodSetRequest.from_pod_set(p) for p in workload.spec.pod_sets), None
 
 
-def _still_parked(mark: tuple[str, int, int | None], cq_name: str, generations: tuple[int, int]) -> bool:
-    """Whether a Workload parked at ``mark`` (ClusterQueue, releases, admissions or None) still is for ``cq_name``."""
-    return mark[0] == cq_name and mark[1] == generations[0] and mark[2] in (None, generations[1])
+@dataclass(frozen=True)
+class _Park:
+    """Where and when a Workload was parked (see :meth:`PendingQueues.park`)."""
+
+    cluster_queue: str
+    tick: int
+    priority: int
+    #: It would fit with preemption and found no victims: a Workload starting to hold quota in the tree
+    #: may be one (see :meth:`PendingQueues.mark_cluster_queues`).
+    for_victims: bool = False
+
+
+@dataclass
+class _Wakes:
+    """What happened in a ClusterQueue that wakes its parked Workloads, as ticks of one counter."""
+
+    #: The last change that wakes every parked Workload (the quota tree changed, a requeue batch ended).
+    released: int = 0
+    #: Per priority, the last time a Workload of that priority gave quota back in this ClusterQueue: it
+    #: wakes at once the parked Workloads of that priority or higher.
+    by_priority: dict[int, int] = field(default_factory=dict)
+
+    def last_for(self, priority: int) -> int:
+        """The last tick that woke the parked Workloads of this priority."""
+        return max([self.released, *(tick for floor, tick in self.by_priority.items() if floor <= priority)])
+
+
+def _decrement(counts: dict[str, int], name: str) -> None:
+    left = counts[name] - 1
+    if left:
+        counts[name] = left
+    else:
+        del counts[name]
+
+
+def _still_parked(park: _Park, cq_name: str, wakes: _Wakes | None) -> bool:
+    """Whether a Workload parked at ``park`` still is, for ``cq_name``."""
+    return park.cluster_queue == cq_name and (wakes is None or park.tick >= wakes.last_for(park.priority))
 
 
 class PendingQueues:
@@ -123,8 +162,9 @@ class PendingQueues:
     values, read when an entry is built.
     """
 
-    def __init__(self, priority_classes: Mapping[str, int]) -> None:
+    def __init__(self, priority_classes: Mapping[str, int], *, requeue_batch: timedelta = REQUEUE_BATCH) -> None:
         self._priority_classes = priority_classes
+        self._requeue_batch = requeue_batch
         self._pending: dict[WorkloadKey, PendingWorkload] = {}
         #: Per LocalQueue, (queue order, key) of its Workloads, kept sorted as they come, go or move (a cycle
         #: reads the heads of every open queue; sorting thousands of unchanged entries for each cycle was
@@ -135,12 +175,19 @@ class PendingQueues:
         self._backoff: list[tuple[datetime, WorkloadKey]] = []
         self._assumed: dict[WorkloadKey, Admission] = {}
         self._dirty = DirtyQueues()
-        #: Per ClusterQueue, (releases, admissions): bumped when quota may have been freed in its quota
-        #: tree or the tree changed, and when a Workload started holding quota there.
-        self._generations: dict[str, tuple[int, int]] = {}
-        #: Parked Workloads: the ClusterQueue and the generations they were parked at (``None`` for
-        #: admissions: not woken by them).
-        self._parked: dict[WorkloadKey, tuple[str, int, int | None]] = {}
+        #: Counts the events that wake parked Workloads, and the parkings, so each knows which came first.
+        self._tick = 0
+        #: Per ClusterQueue, when its parked Workloads were last woken, all of them or by priority.
+        self._wakes_of: dict[str, _Wakes] = {}
+        #: Parked Workloads: the ClusterQueue, when, and at which priority.
+        self._parked: dict[WorkloadKey, _Park] = {}
+        #: Per ClusterQueue, how many entries of ``_parked`` name it (some may have been woken since), and
+        #: how many of them are ``for_victims``: a requeue batch is not started for a queue with none.
+        self._parked_in: dict[str, int] = {}
+        self._for_victims_in: dict[str, int] = {}
+        #: ClusterQueues where a Workload gave quota back or took some, to when all their parked Workloads wake
+        #: (``None``: no cycle has started since, the time is set by the next :meth:`take_dirty`).
+        self._batched: dict[str, datetime | None] = {}
 
     # --- entries ------------------------------------------------------------------------------
 
@@ -202,7 +249,7 @@ class PendingQueues:
                 heapq.heappush(self._backoff, (new.requeue_at, new.key))
         changed = old is None or new is None or not old.same_for_scheduling(new)
         if changed:
-            self._parked.pop(key, None)  # what it asks, or whether it waits at all, changed
+            self._unpark(key)  # what it asks, or whether it waits at all, changed
         if changed and not quiet:
             for entry in (old, new):
                 if entry is not None:
@@ -260,7 +307,8 @@ class PendingQueues:
         made meanwhile do not shift it, and skips what left the queues since.
         """
         pending, parked = self._pending, self._parked
-        generations = self._generations.get(cq_name, (0, 0))
+        wakes = self._wakes_of.get(cq_name) or _Wakes()
+        woken_at: dict[int, int] = {}  # per priority, wakes.last_for (a queue holds a few priorities)
         orders = [list(self._ordered.get(lq, ())) for lq in local_queues]
         merged: Iterable[tuple[tuple[int, datetime, str, str], WorkloadKey]] = (
             orders[0] if len(orders) == 1 else heapq.merge(*orders)
@@ -270,8 +318,12 @@ class PendingQueues:
             if entry is None or (entry.requeue_at is not None and entry.requeue_at > now):
                 continue
             mark = parked.get(key)
-            if mark is not None and _still_parked(mark, cq_name, generations):
-                continue
+            if mark is not None and mark.cluster_queue == cq_name:
+                last = woken_at.get(mark.priority)
+                if last is None:
+                    last = woken_at[mark.priority] = wakes.last_for(mark.priority)
+                if mark.tick >= last:
+                    continue  # still parked
             yield entry
 
     def pending_count(self, key: LocalQueueKey) -> int:
@@ -298,47 +350,88 @@ class PendingQueues:
 
     # --- parking ------------------------------------------------------------------------------------
 
-    def park(self, key: WorkloadKey, cq_name: str, *, until_admission: bool) -> None:
+    def park(self, key: WorkloadKey, cq_name: str, *, for_victims: bool = False) -> None:
         """Leave a pending Workload that does not fit out of the ClusterQueue's cycles until that can change.
 
         Upstream's inadmissible Workloads: a head that does not fit is not
         looked at again while nothing in its quota tree could make it fit,
         so a cycle after an unrelated event costs the Workloads that may
-        move, not every one that waits. It comes back when quota may have
-        been freed in its quota tree or the tree changed
-        (:meth:`mark_cluster_queues` with ``released``), when the Workload
-        itself changes what it asks (:meth:`set_pending`), or on
-        :meth:`unpark`; and, with ``until_admission`` (it would fit with
-        preemption and found no victims), also when a Workload starts holding
-        quota in the tree (a new possible victim).
+        move, not every one that waits. It comes back when the tree changed,
+        a requeue batch after quota was freed in the tree (see
+        :meth:`mark_cluster_queues`; at once when a Workload of its priority
+        or a lower one gave quota back in its ClusterQueue), when the
+        Workload itself changes what it asks (:meth:`set_pending`), or on
+        :meth:`unpark`; ``for_victims`` (it would fit with preemption and
+        found no victims): also a requeue batch after a Workload started
+        holding quota in the tree (a new possible victim).
         """
-        releases, admissions = self._generations.get(cq_name, (0, 0))
-        self._parked[key] = (cq_name, releases, admissions if until_admission else None)
+        entry = self._pending.get(key)
+        priority = entry.priority if entry is not None else 0
+        self._unpark(key)
+        self._parked[key] = _Park(cq_name, self._tick, priority, for_victims)
+        self._parked_in[cq_name] = self._parked_in.get(cq_name, 0) + 1
+        if for_victims:
+            self._for_victims_in[cq_name] = self._for_victims_in.get(cq_name, 0) + 1
 
     def is_parked(self, key: WorkloadKey, cq_name: str) -> bool:
         """Whether the Workload is parked for this ClusterQueue and nothing that would wake it happened since."""
         parked = self._parked.get(key)
         if parked is None:
             return False
-        return _still_parked(parked, cq_name, self._generations.get(cq_name, (0, 0)))
+        return _still_parked(parked, cq_name, self._wakes_of.get(cq_name))
 
     def unpark(self, key: WorkloadKey) -> None:
         """Have cycles look at the Workload again."""
-        self._parked.pop(key, None)
+        self._unpark(key)
+
+    def _unpark(self, key: WorkloadKey) -> None:
+        old = self._parked.pop(key, None)
+        if old is None:
+            return
+        _decrement(self._parked_in, old.cluster_queue)
+        if old.for_victims:
+            _decrement(self._for_victims_in, old.cluster_queue)
 
     # --- dirty tracking -----------------------------------------------------------------------------
 
-    def mark_cluster_queues(self, names: Iterable[str], *, released: bool = True) -> None:
-        """Have the next cycle re-evaluate these ClusterQueues.
+    def mark_cluster_queues(
+        self, names: Iterable[str], *, released: bool = True, priority: int | None = None, source: str | None = None
+    ) -> None:
+        """Have the next cycle re-evaluate these ClusterQueues (a quota tree) and wake their parked Workloads.
 
-        ``released``: quota may have been freed there or the queues changed, which wakes their parked
-        Workloads; otherwise a Workload only started holding quota (which wakes those waiting for a victim).
+        Without ``priority`` (the tree changed: a ClusterQueue, Cohort, flavor, check or LocalQueue of
+        it) the parked Workloads wake at once. Otherwise a Workload gave quota back in ClusterQueue
+        ``source`` (``released``: it finished, was evicted or deleted, an assumption was dropped) or
+        started holding quota there (not ``released``), and every parked Workload of the tree wakes
+        ``requeue_batch`` after the first cycle that follows, once for every such event in between, as
+        upstream moves its inadmissible Workloads back to the queues a batch period (1 s) after such an
+        event. Those of ``source`` with ``priority`` or higher wake at once on a release.
+
+        Why not all at once: when a higher-priority Workload runs back to back in a ClusterQueue (the
+        next one arrives just after the last one finished), the lower-priority Workloads parked behind
+        it, woken by the release or by any other in the tree, were admitted into the gap and evicted by
+        the next one, every time; and why not all after the batch: Workloads that recycle the quota of
+        their own kind would wait a second each time (decisions, "Waking parked Workloads").
         """
         names = set(names)
         self._dirty.cluster_queues.update(names)
+        self._tick += 1
+        tick = self._tick
+        batched = priority is not None and bool(self._requeue_batch)
         for name in names:
-            releases, admissions = self._generations.get(name, (0, 0))
-            self._generations[name] = (releases + 1, admissions) if released else (releases, admissions + 1)
+            wakes = self._wakes_of.get(name)
+            if wakes is None:
+                wakes = self._wakes_of[name] = _Wakes()
+            if not batched:
+                wakes.released = tick
+                wakes.by_priority.clear()  # what it woke, this wakes too
+                self._batched.pop(name, None)
+                continue
+            if name in (self._parked_in if released else self._for_victims_in):
+                self._batched.setdefault(name, None)
+            if released and name == source:
+                assert priority is not None
+                wakes.by_priority[priority] = tick
 
     def revisit(self, name: str) -> None:
         """Have the next cycle go on with a ClusterQueue whose walk this one cut short (wakes nothing)."""
@@ -353,21 +446,30 @@ class PendingQueues:
         self._dirty.local_queues.update(self._lqs_by_namespace.get(namespace, ()))
 
     def take_dirty(self, now: datetime) -> DirtyQueues:
-        """What changed since the last call (backoffs that ended by ``now`` included); resets the record."""
+        """What changed since the last call (backoffs and batched wakes that ended by ``now`` included); resets the record."""
         while self._backoff and self._backoff[0][0] <= now:
             requeue_at, key = heapq.heappop(self._backoff)
             entry = self._pending.get(key)
             if entry is not None and entry.requeue_at == requeue_at:
                 self._dirty.local_queues.add(entry.local_queue)
+        if self._batched:
+            due = [name for name, at in self._batched.items() if at is not None and at <= now]
+            if due:
+                self.mark_cluster_queues(due)
+            for name, at in self._batched.items():
+                if at is None:
+                    self._batched[name] = now + self._requeue_batch
         dirty, self._dirty = self._dirty, DirtyQueues()
         return dirty
 
     def next_requeue_at(self) -> datetime | None:
-        """When the earliest requeue backoff of a pending Workload ends (not yet handled by :meth:`take_dirty`)."""
+        """When the earliest requeue backoff of a pending Workload or batched wake of parked ones ends
+        (not yet handled by :meth:`take_dirty`)."""
+        wake = min((at for at in self._batched.values() if at is not None), default=None)
         while self._backoff:
             requeue_at, key = self._backoff[0]
             entry = self._pending.get(key)
             if entry is not None and entry.requeue_at == requeue_at:
-                return requeue_at
+                return requeue_at if wake is None else min(requeue_at, wake)
             heapq.heappop(self._backoff)  # stale: the Workload changed or left the queue
-        return None
+        return wake

@@ -446,7 +446,8 @@ class PendingQueues:
         self._dirty.local_queues.update(self._lqs_by_namespace.get(namespace, ()))
 
     def take_dirty(self, now: datetime) -> DirtyQueues:
-        """What changed since the last call (backoffs and batched wakes that ended by ``now`` included); resets the record."""
+        """What changed since the last call (backoffs and batched wakes that ended by ``now`` included);
+        resets the record."""
         while self._backoff and self._backoff[0][0] <= now:
             requeue_at, key = heapq.heappop(self._backoff)
             entry = self._pending.get(key)

@@ -338,7 +338,7 @@ class Cache:
             confirmed = self._queues.drop_assumption(key) and contribution is not None
         held = self._tree.contribution_of(key)
         changed = self._tree.set_contribution(key, contribution)
-        if not quiet:
+        if not quiet and (changed or confirmed):
             # Only a Workload that held nothing before can take quota without giving any back; one whose
             # assumed admission is confirmed takes nothing more, but may be preempted from now on.
             if workload is not None:

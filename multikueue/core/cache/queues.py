@@ -150,9 +150,23 @@ def _decrement(counts: dict[str, int], name: str) -> None:
         del counts[name]
 
 
-def _still_parked(park: _Park, cq_name: str, wakes: _Wakes | None) -> bool:
-    """Whether a Workload parked at ``park`` still is, for ``cq_name``."""
-    return park.cluster_queue == cq_name and (wakes is None or park.tick >= wakes.last_for(park.priority))
+def _still_parked(park: _Park, cq_name: str, wakes: _Wakes | None, woken_at: dict[int, int] | None = None) -> bool:
+    """Whether a Workload parked at ``park`` still is, for ``cq_name``.
+
+    ``woken_at`` memoizes :meth:`_Wakes.last_for` per priority across calls
+    for one ClusterQueue (a cycle walking its queue asks for a few
+    priorities, thousands of times).
+    """
+    if park.cluster_queue != cq_name:
+        return False
+    if wakes is None:
+        return True
+    if woken_at is None:
+        return park.tick >= wakes.last_for(park.priority)
+    last = woken_at.get(park.priority)
+    if last is None:
+        last = woken_at[park.priority] = wakes.last_for(park.priority)
+    return park.tick >= last
 
 
 class PendingQueues:
@@ -307,8 +321,8 @@ class PendingQueues:
         made meanwhile do not shift it, and skips what left the queues since.
         """
         pending, parked = self._pending, self._parked
-        wakes = self._wakes_of.get(cq_name) or _Wakes()
-        woken_at: dict[int, int] = {}  # per priority, wakes.last_for (a queue holds a few priorities)
+        wakes = self._wakes_of.get(cq_name)
+        woken_at: dict[int, int] = {}
         orders = [list(self._ordered.get(lq, ())) for lq in local_queues]
         merged: Iterable[tuple[tuple[int, datetime, str, str], WorkloadKey]] = (
             orders[0] if len(orders) == 1 else heapq.merge(*orders)
@@ -318,12 +332,8 @@ class PendingQueues:
             if entry is None or (entry.requeue_at is not None and entry.requeue_at > now):
                 continue
             mark = parked.get(key)
-            if mark is not None and mark.cluster_queue == cq_name:
-                last = woken_at.get(mark.priority)
-                if last is None:
-                    last = woken_at[mark.priority] = wakes.last_for(mark.priority)
-                if mark.tick >= last:
-                    continue  # still parked
+            if mark is not None and _still_parked(mark, cq_name, wakes, woken_at):
+                continue
             yield entry
 
     def pending_count(self, key: LocalQueueKey) -> int:

@@ -1,14 +1,16 @@
-"""The pure parts of ``bench/dispatch.py``'s figures: apiserver request counts, CPU ticks, percentiles.
+"""The figures of ``bench/dispatch.py`` and ``bench/scalability.py``: apiserver request counts, CPU ticks, percentiles.
 
-Kept apart from the benchmark so they are unit-tested without clusters
-(``tests/bench/test_dispatch_metrics.py``): a wrong parse would silently make
-the requests-per-Job figure, the one compared against upstream, wrong.
+Pure but for :func:`request_counts` (one GET of ``/metrics``), so they are
+unit-tested without clusters (``tests/bench/test_dispatch_metrics.py``): a
+wrong parse would silently make the requests-per-Job figure, the one compared
+against upstream, wrong.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 #: Verbs that hold a connection open rather than answer one request: left out of "requests per Job".
 #: The apiserver reports a LIST with ``watch=true`` under ``WATCH`` (and a streaming list under ``WATCHLIST``).
@@ -44,6 +46,14 @@ def parse_request_totals(metrics: str) -> Counts:
         key = (labels.get("verb", ""), resource)
         counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return counts
+
+
+def request_counts(api: Any) -> Counts:
+    """``apiserver_request_total`` of the API server behind ``api`` (a ``kubernetes.client.ApiClient``), parsed."""
+    _, url, headers, _, _ = api.param_serialize(method="GET", resource_path="/metrics", auth_settings=["BearerToken"])
+    response = api.call_api("GET", url, header_params=headers)
+    response.read()
+    return parse_request_totals(response.data.decode())
 
 
 def delta(before: Mapping[tuple[str, str], float], after: Mapping[tuple[str, str], float]) -> Counts:

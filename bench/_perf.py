@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from _dispatch_metrics import STREAMING_VERBS  # the bench folder is no package
 from multikueue.dev import upstream
 from multikueue.dev.binaries import binaries_dir
 from multikueue.dev.thirdparty import build_go_binary
@@ -52,6 +53,7 @@ GENERATORS = {
 }
 CLASSES = ("small", "medium", "large")
 CONFLICT = "object has been modified"
+WRITE_VERBS = ("PATCH", "PUT")
 
 
 # -- builds -------------------------------------------------------------------
@@ -272,6 +274,23 @@ class Run:
     #: Why the runner wrote no summary (e.g. its recording timed out); such a run is left out of the table's means.
     incomplete: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The API server's requests over the runner's lifetime, every client together: ``"VERB resource"`` -> count.
+    requests: dict[str, float] = field(default_factory=dict)
+
+    def requests_per_workload(self, verbs: Iterable[str] | None = None, resources: Iterable[str] | None = None) -> float | None:
+        """Requests per Workload of the generator (WATCH and the other streaming verbs left out), optionally only these."""
+        if not self.requests or not self.workloads:
+            return None
+        wanted_verbs, wanted_resources = set(verbs or ()), set(resources or ())
+        total = 0.0
+        for key, count in self.requests.items():
+            verb, _, resource = key.partition(" ")
+            if verb in STREAMING_VERBS or (wanted_verbs and verb not in wanted_verbs):
+                continue
+            if wanted_resources and resource not in wanted_resources:
+                continue
+            total += count
+        return total / self.workloads
 
 
 def runs_to_json(runs: Iterable[Run]) -> str:
@@ -297,6 +316,7 @@ def parse_run(
     load: tuple[float, float, float] = (0.0, 0.0, 0.0),
     stop_s: float | None = None,
     incomplete: str | None = None,
+    requests: Mapping[tuple[str, str], float] | None = None,
 ) -> Run:
     """One run's figures; without the runner's summary (``incomplete``) the finished count comes from the Workloads."""
     summary = yaml.safe_load(summary_yaml) or {}
@@ -327,6 +347,7 @@ def parse_run(
         load=load,
         stop_s=stop_s,
         incomplete=incomplete,
+        requests={f"{verb} {resource}": count for (verb, resource), count in sorted((requests or {}).items())},
     )
 
 
@@ -375,6 +396,9 @@ FIGURES: list[tuple[str, Any, int]] = [
     ("controller CPU seconds", lambda r: r.controller_cpu_s, 1),
     ("controller peak RSS (MiB)", lambda r: r.controller_peak_mib, 0),
     ("apiserver CPU seconds", lambda r: r.apiserver_cpu_s, 1),
+    ("API requests per Workload, every client (WATCH left out)", lambda r: r.requests_per_workload(), 1),
+    ("writes to Workloads per Workload (PATCH/PUT workloads and workloads/status)",
+     lambda r: r.requests_per_workload(WRITE_VERBS, ("workloads", "workloads/status")), 2),
     ("Workloads finished", lambda r: r.finished, 0),
 ]
 
@@ -410,16 +434,26 @@ def table(runs: Sequence[Run], systems: Sequence[str], ours: str = "ours") -> st
     return "\n".join(lines)
 
 
+def request_lines(run: Run, floor: float = 0.05) -> list[str]:
+    """The run's requests per Workload by verb and resource, largest first (at least ``floor`` per Workload)."""
+    if not run.requests or not run.workloads:
+        return []
+    rows = sorted(((count / run.workloads, key) for key, count in run.requests.items()), key=lambda row: (-row[0], row[1]))
+    return [f"{per:8.2f}  {key}" for per, key in rows if per >= floor]
+
+
 def run_line(run: Run) -> str:
     """One line per run, printed as it ends."""
     adm = " / ".join(f"{run.admission_ms[c] / 1000:.1f}" if c in run.admission_ms else "–" for c in CLASSES)
     a2f = "–" if run.admission_to_finish_ms is None else f"{run.admission_to_finish_ms / 1000:.2f}"
     stop = "" if run.stop_s is None else f", stopped in {run.stop_s:.1f} s"
+    per_wl = run.requests_per_workload()
+    requests = "" if per_wl is None else f", {per_wl:.1f} API requests per Workload"
     incomplete = f" [incomplete: {run.incomplete}]" if run.incomplete else ""
     return (
         f"{run.system}{incomplete}: wall {run.wall_s:.0f} s, admission {adm} s, small admission→finish {a2f} s, "
         f"evictions {run.evictions} {dict(run.eviction_reasons) or ''}, conflicts {run.conflicts}, "
         f"quota-time {run.quota_time:.3g}, controller CPU {run.controller_cpu_s:.1f} s / peak {run.controller_peak_mib:.0f} MiB, "
         f"apiserver CPU {run.apiserver_cpu_s:.1f} s, finished {run.finished}/{run.workloads}, "
-        f"load {' '.join(f'{x:.1f}' for x in run.load)}{stop}"
+        f"load {' '.join(f'{x:.1f}' for x in run.load)}{requests}{stop}"
     )

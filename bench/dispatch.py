@@ -349,14 +349,6 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def request_counts(api: client.ApiClient) -> m.Counts:
-    """apiserver_request_total summed by (verb, resource), from the API server's /metrics."""
-    _, url, headers, _, _ = api.param_serialize(method="GET", resource_path="/metrics", auth_settings=["BearerToken"])
-    response = api.call_api("GET", url, header_params=headers)
-    response.read()
-    return m.parse_request_totals(response.data.decode())
-
-
 def print_requests(name: str, counts: m.Counts, jobs: int, noun: str = "Job", detail: bool = True, played: int = 0) -> float:
     """One cluster's requests per ``noun`` (every verb but the streaming ones), by verb, and with ``detail`` by verb and resource.
 
@@ -577,7 +569,7 @@ def main() -> None:
 
             watching = len(watchers) + (len(worker_names) if played_jobs else 0)
             o.wait_for(lambda: watches_ready[0] >= watching or None, 180, what=f"{watching} watch processes started")
-            counts_before = [request_counts(api) for api in apis]
+            counts_before = [m.request_counts(api) for api in apis]
             cpu_before = m.process_cpu_ms(manager_pid)
             started = time.monotonic()
             with ThreadPoolExecutor(max_workers=16) as pool:
@@ -616,7 +608,7 @@ def main() -> None:
             cleaned = time.monotonic()
             cpu_with_cleanup = m.process_cpu_ms(manager_pid) - cpu_before
             time.sleep(3)  # the last deletions and events
-            counts = [m.delta(before, request_counts(api)) for api, before in zip(apis, counts_before)]
+            counts = [m.delta(before, m.request_counts(api)) for api, before in zip(apis, counts_before)]
             listed, finished_count = finished_workloads(apis[0])
             print()
             print(f"== {args.manager} manager, {n} {noun}s, {args.workers} workers ({'apiserver-only, Jobs played by the bench' if args.apiserver_only_workers else 'full clusters'}), "

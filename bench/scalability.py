@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _dispatch_metrics import delta, request_counts
 from _perf import (
     RAISED_LIMIT,
     SHIPPED_LIMIT,
@@ -65,6 +66,7 @@ from _perf import (
     parse_run,
     proc_stat,
     quota_demand,
+    request_lines,
     run_line,
     runs_from_json,
     runs_to_json,
@@ -181,6 +183,7 @@ def one_run(
         load = os.getloadavg()
         cpu_before, _ = proc_stat(pid)
         api_before, _ = proc_stat(apiserver.pid)
+        requests_before = request_counts(api)
         started = time.monotonic()
         with (out / "runner.log").open("w") as log:
             result = subprocess.run(
@@ -195,6 +198,7 @@ def one_run(
         wall = time.monotonic() - started
         cpu_after, peak = proc_stat(pid)
         api_after, _ = proc_stat(apiserver.pid)
+        requests = delta(requests_before, request_counts(api))
         workloads = list_workloads(api)
         stop_s = controller.stop()
     finally:
@@ -221,6 +225,7 @@ def one_run(
         load=load,
         stop_s=stop_s,
         incomplete=incomplete,
+        requests=requests,
     )
 
 
@@ -319,6 +324,8 @@ def main() -> int:
                 run.extra.update(generator=args.generator, cohorts=args.cohorts, at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
                 runs.append(run)
                 print(run_line(run), flush=True)
+                if lines := request_lines(run):
+                    print("  API requests per Workload (every client, over the runner's lifetime):", *lines, sep="\n  ", flush=True)
                 if args.json:
                     Path(args.json).write_text(runs_to_json(runs))
     if not runs:

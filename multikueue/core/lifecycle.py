@@ -273,9 +273,10 @@ def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
         return WorkloadUpdate(
             transition="admitted",
             status={"conditions": _dump(new)},
-            add_finalizer=not has_finalizer,
+            add_finalizer=not has_finalizer and bool(checks),
             events=[EventRecord("Normal", WorkloadReason.ADMITTED, f"Admitted by ClusterQueue {cq}")],
         )
-    if not has_finalizer:
+    if not has_finalizer and checks:
+        # A Workload created without the finalizer gets it only when checks act on it (see WorkloadWriter.reserve).
         return WorkloadUpdate(transition="protect", add_finalizer=True)
     return None

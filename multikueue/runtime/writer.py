@@ -103,19 +103,24 @@ class WorkloadWriter:
     async def reserve(self, wl: Workload, status: dict[str, Any], *, cluster_queue: str, checks: Sequence[str]) -> bool:
         """Write a quota reservation; False (nothing counted) if the Workload changed meanwhile.
 
-        The resource-in-use finalizer, when missing (Jobs' Workloads have it
-        from creation; Workloads created directly may not), is added *before*
+        The resource-in-use finalizer: Jobs' Workloads have it from
+        creation. A Workload created without it gets it only in a
+        ClusterQueue with admission checks (a MultiKueue check must delete
+        its remote objects before the Workload goes); without checks it is
+        left without one, as upstream's, which saves a write and a delete
+        step per Workload (nothing waits on its deletion: the cache releases
+        its quota on the watch's DELETE). When added, it is written *before*
         the status write, on the same resourceVersion chain: once the
-        reservation (and, without checks, ``Admitted``) is visible, this
-        controller writes nothing more to the Workload until it finishes or
-        is evicted. Written after, the finalizer raced whoever acts on the
-        admission (the job's own controller marking it Finished, upstream's
-        perf runner): their update was refused as stale and retried with
-        backoff, holding quota long after the work ended.
+        reservation is visible, this controller writes nothing more to the
+        Workload until it finishes or is evicted. Written after, the
+        finalizer raced whoever acts on the admission (the job's own
+        controller marking it Finished, upstream's perf runner): their update
+        was refused as stale and retried with backoff, holding quota long
+        after the work ended.
         """
         rv = wl.metadata.resource_version
         try:
-            if Finalizers.RESOURCE_IN_USE not in (wl.metadata.finalizers or []):
+            if checks and Finalizers.RESOURCE_IN_USE not in (wl.metadata.finalizers or []):
                 rv = await self._finalizers(wl, rv, add=True)
             # Stored at once: the next cycle plans on what was written, not on the older copy.
             self._written(await self._status(wl, rv, status, "reserve"))

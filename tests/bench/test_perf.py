@@ -14,6 +14,8 @@ pytestmark = pytest.mark.unit
 
 def _load() -> ModuleType:
     path = Path(__file__).resolve().parents[2] / "bench" / "_perf.py"
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))  # _perf imports its sibling _dispatch_metrics, as the benches run it
     spec = importlib.util.spec_from_file_location("_perf", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -150,8 +152,23 @@ def _run(system: str, wall: float, **kw: object) -> object:
     return perf.parse_run(
         system, SUMMARY, WL_CSV, RUNNER_LOG, kw.pop("workloads", []),  # type: ignore[arg-type]
         wall_s=wall, controller_cpu_s=kw.pop("cpu", 10.0), controller_peak_kib=kw.pop("peak", 204800),  # type: ignore[arg-type]
-        apiserver_cpu_s=100.0,
+        apiserver_cpu_s=100.0, requests=kw.pop("requests", None),  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+def test_requests_per_workload_leave_watches_out_and_count_workload_writes() -> None:
+    counts = {("PATCH", "workloads/status"): 10.0, ("PUT", "workloads/status"): 5.0, ("POST", "workloads"): 5.0,
+              ("WATCH", "workloads"): 3.0, ("GET", "clusterqueues"): 5.0}  # fmt: skip
+    ours = _run("ours", 166, requests=counts)
+    assert ours.workloads == 5 and ours.requests["PATCH workloads/status"] == 10.0
+    assert ours.requests_per_workload() == 5.0
+    assert ours.requests_per_workload(perf.WRITE_VERBS, ("workloads", "workloads/status")) == 3.0
+    assert perf.request_lines(ours)[0] == "    2.00  PATCH workloads/status"
+    assert "5.0 API requests per Workload" in perf.run_line(ours)
+    assert perf.runs_from_json(perf.runs_to_json([ours])) == [ours]
+    text = perf.table([_run("upstream", 170), ours], ["upstream", "ours"])
+    assert "| API requests per Workload, every client (WATCH left out) | – | 5.0 | – |" in text
+    assert "| writes to Workloads per Workload (PATCH/PUT workloads and workloads/status) | – | 3.00 | – |" in text
 
 
 def test_parse_run_and_table() -> None:

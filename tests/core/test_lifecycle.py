@@ -160,6 +160,17 @@ def test_reserved_without_finalizer_gets_it_back() -> None:
     assert update is not None and update.add_finalizer and update.status is None
 
 
+def test_a_workload_created_without_finalizer_and_without_checks_is_left_without_one() -> None:
+    """As upstream: only the integrations put the finalizer on their Workloads; nothing waits on the deletion here."""
+    assert next_update(workload(admitted=True, finalizer=False), NOW) is None
+    # admitted here after someone else reserved it: the Admitted write alone
+    update = next_update(workload(finalizer=False), NOW)
+    assert update is not None and update.transition == "admitted" and not update.add_finalizer
+    # with a check, the transition to Admitted adds it (the check's remote objects are cleaned up before deletion)
+    update = next_update(workload([("mk", "Ready")], finalizer=False), NOW)
+    assert update is not None and update.transition == "admitted" and update.add_finalizer
+
+
 def test_pending_status_keeps_other_conditions() -> None:
     wl = workload(reserved=False, finalizer=False)
     status = pending_status(wl, "Pending", "couldn't assign flavors", NOW)

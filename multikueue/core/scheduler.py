@@ -83,10 +83,13 @@ unless fair sharing is on, see the end):
    inadmissible Workloads): later cycles do not look at it until the tree
    changed, or the Workload itself changed, or a requeue batch (1 s) after
    quota was freed or taken in its quota tree; quota given back in its own
-   ClusterQueue by a Workload of its priority or a lower one wakes it at
-   once (:meth:`PendingQueues.mark_cluster_queues
+   ClusterQueue by a Workload of its priority or a lower one that finished
+   or was deleted wakes it at once (:meth:`PendingQueues.mark_cluster_queues
    <multikueue.core.cache.queues.PendingQueues.mark_cluster_queues>` says
-   why). Not parked: candidates of a StrictFIFO queue (the head blocks
+   why). Its equals in the ClusterQueue (same priority, same pod sets),
+   queued or arriving later, are left out with it until the same wake,
+   as upstream's scheduling equivalence (:meth:`PendingQueues.park
+   <multikueue.core.cache.queues.PendingQueues.park>`). Not parked: candidates of a StrictFIFO queue (the head blocks
    either way), those that need preemption but were not weighed (their
    queue planned for another one this cycle, and no earlier one of the
    same pod sets found no victims: :func:`_no_victims_known`), and any in a

@@ -1307,6 +1307,73 @@ def test_recheck_wakes_a_parked_workload() -> None:
     }
 
 
+def gap_after_a_large_one() -> tuple[Cache, Workload]:
+    """20 CPUs; ``large-1`` (priority 200, the whole quota) runs, ``medium-1`` (5 CPUs, 100) parked behind it."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, **LOWER)
+    cache.upsert_workload(workload("large-1", "20", priority=200, age=100))
+    large_1 = confirm(cache, schedule(cache, NOW).admitted[0])
+    cache.upsert_workload(workload("medium-1", "5", priority=100, age=90))
+    write_pending(cache, schedule(cache, NOW).pending[0])
+    assert cache.is_parked(("default", "medium-1"), "cq")
+    return cache, large_1
+
+
+def test_equals_of_a_parked_workload_arriving_later_wait_for_its_wake() -> None:
+    """Upstream's scheduling equivalence: a new Workload asking what a parked one asks, at its priority, is
+    parked with it (no assignment, no write) until the same wake; one asking something else is not."""
+    cache, large_1 = gap_after_a_large_one()
+    finish(cache, large_1)  # the gap: the next large one is about to arrive
+    cache.upsert_workload(workload("medium-2", "5", priority=100, age=80))
+    cache.upsert_workload(workload("other", "3", priority=100, age=70))
+    result = schedule(cache, NOW)
+    assert names(result) == ["other"] and result.pending == []
+    assert cache.is_parked(("default", "medium-2"), "cq")
+    confirm(cache, result.admitted[0])
+    # The wake a requeue batch after the release takes both.
+    assert names(schedule(cache, NOW + REQUEUE_BATCH)) == ["medium-1", "medium-2"]
+
+
+def test_a_recheck_looks_at_an_equal_of_a_parked_workload() -> None:
+    cache, large_1 = gap_after_a_large_one()
+    cache.upsert_workload(workload("medium-2", "5", priority=100, age=80))
+    assert cache.is_parked(("default", "medium-2"), "cq")
+    cache.recheck(("default", "medium-2"))
+    assert not cache.is_parked(("default", "medium-2"), "cq")
+    result = schedule(cache, NOW)
+    assert set(pending(result)) == {"medium-2"}  # looked at, told why it waits, parked in its own name
+    write_pending(cache, result.pending[0])
+    assert cache.is_parked(("default", "medium-2"), "cq")
+
+
+def test_an_equal_is_not_held_back_once_no_parked_workload_is_left() -> None:
+    """The mark of a kind goes with the last parked Workload of its ClusterQueue: otherwise a new equal one
+    would wait for a wake that nothing starts any more (no parked Workload, no requeue batch)."""
+    cache, large_1 = gap_after_a_large_one()
+    cache.delete_workload(("default", "medium-1"))
+    finish(cache, large_1)
+    cache.upsert_workload(workload("medium-2", "5", priority=100, age=80))
+    assert not cache.is_parked(("default", "medium-2"), "cq")
+    assert names(schedule(cache, NOW)) == ["medium-2"]
+
+
+def test_an_evicted_workload_wakes_its_peers_with_the_batch_only() -> None:
+    """Its quota goes to its preemptor: unlike a finished one, it does not wake the parked Workloads of
+    its priority at once (they would only be parked again behind the preemptor)."""
+    cache = seed_cache(**LOWER)
+    for name, cpu in (("low-a", "4"), ("low-b", "5")):
+        cache.upsert_workload(workload(name, cpu, priority=5, age=100))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(workload("same", "3", priority=5, age=60))
+    write_pending(cache, schedule(cache, NOW).pending[0])
+    assert cache.is_parked(("default", "same"), "cq")
+    cache.upsert_workload(workload("high", "9", priority=10, age=50))
+    result = schedule(cache, NOW)
+    assert sorted(d.victim[1] for d in result.preempted) == ["low-a", "low-b"]
+    evict(cache, result)
+    assert cache.is_parked(("default", "same"), "cq")
+    assert names(schedule(cache, NOW)) == ["high"]
+
+
 def test_queue_changes_wake_parked_workloads() -> None:
     cache = parked_large()
     cache.upsert_cluster_queue(cluster_queue(quotas={"default-flavor": {"cpu": 12}}))

@@ -126,14 +126,17 @@ class Cache:
         #: Bumped when a WorkloadPriorityClass changes (holders' priorities may have).
         self._priorities_version = 0
 
-    def _mark_trees(self, cq_names: Iterable[str], *, released: bool = True, priority: int | None = None) -> None:
+    def _mark_trees(
+        self, cq_names: Iterable[str], *, released: bool = True, priority: int | None = None, done: bool = True
+    ) -> None:
         """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree, which wakes their parked
         Workloads: at once when the tree changed (no ``priority``), else a requeue batch later, when a
         Workload of ``priority`` gave quota back (``released``) or started holding quota there, except
-        those of its ClusterQueue with that priority or higher on a release (see :meth:`park`)."""
+        those of its ClusterQueue with that priority or higher on a release by a Workload that is
+        ``done`` (finished or deleted, not evicted; see :meth:`park`)."""
         for cq_name in cq_names:
             self._queues.mark_cluster_queues(
-                self._tree.tree_of(cq_name), released=released, priority=priority, source=cq_name
+                self._tree.tree_of(cq_name), released=released, priority=priority, source=cq_name, done=done
             )
 
     # --- ResourceFlavor --------------------------------------------------------------
@@ -343,7 +346,9 @@ class Cache:
             # assumed admission is confirmed takes nothing more, but may be preempted from now on.
             if workload is not None:
                 priority = self._queues.priority_of(workload)[0]
-            self._mark_trees(changed, released=held is not None, priority=priority)
+            # Evicted, its quota goes to the preemptor: it wakes its peers with the batch only.
+            done = workload is None or workload.is_finished
+            self._mark_trees(changed, released=held is not None, priority=priority, done=done)
             if confirmed and not changed and contribution is not None:
                 self._mark_trees((contribution.cluster_queue,), released=False, priority=priority)
         pending: PendingWorkload | None = None

@@ -199,6 +199,12 @@ class PendingQueues:
         #: how many of them are ``for_victims``: a requeue batch is not started for a queue with none.
         self._parked_in: dict[str, int] = {}
         self._for_victims_in: dict[str, int] = {}
+        #: Per ClusterQueue, per (priority, shape), the last parking of a Workload of that kind: the pending
+        #: Workloads equal to it are parked with it when a cycle reaches them (see :meth:`park`). Kept while
+        #: the ClusterQueue has parked entries (each wake a mark waits for is started for those).
+        self._kinds_parked: dict[str, dict[tuple[int, str], _Park]] = {}
+        #: Pending Workloads :meth:`unpark`-ed by name: looked at once more even if an equal one is parked.
+        self._rechecked: set[WorkloadKey] = set()
         #: ClusterQueues where a Workload gave quota back or took some, to when all their parked Workloads wake
         #: (``None``: no cycle has started since, the time is set by the next :meth:`take_dirty`).
         self._batched: dict[str, datetime | None] = {}
@@ -264,6 +270,8 @@ class PendingQueues:
         changed = old is None or new is None or not old.same_for_scheduling(new)
         if changed:
             self._unpark(key)  # what it asks, or whether it waits at all, changed
+        if new is None:
+            self._rechecked.discard(key)
         if changed and not quiet:
             for entry in (old, new):
                 if entry is not None:
@@ -320,7 +328,8 @@ class PendingQueues:
         queue's order (taken when the first one is asked for), so admissions
         made meanwhile do not shift it, and skips what left the queues since.
         """
-        pending, parked = self._pending, self._parked
+        pending, parked, rechecked = self._pending, self._parked, self._rechecked
+        kinds = self._kinds_parked.get(cq_name)
         wakes = self._wakes_of.get(cq_name)
         woken_at: dict[int, int] = {}
         orders = [list(self._ordered.get(lq, ())) for lq in local_queues]
@@ -334,6 +343,11 @@ class PendingQueues:
             mark = parked.get(key)
             if mark is not None and _still_parked(mark, cq_name, wakes, woken_at):
                 continue
+            if kinds and key not in rechecked:
+                like = kinds.get((entry.priority, entry.shape))
+                if like is not None and like is not mark and _still_parked(like, cq_name, wakes, woken_at):
+                    self._park_as(key, like)
+                    continue
             yield entry
 
     def pending_count(self, key: LocalQueueKey) -> int:
@@ -374,38 +388,78 @@ class PendingQueues:
         :meth:`unpark`; ``for_victims`` (it would fit with preemption and
         found no victims): also a requeue batch after a Workload started
         holding quota in the tree (a new possible victim).
+
+        Its equals (same priority, same pod sets) in the ClusterQueue are
+        parked with it, until the same wake: those already queued and those
+        arriving later, as soon as a cycle reaches them (so without a write
+        of their own, and a new one keeps the condition it has, none at
+        first). Upstream's scheduling equivalence does the same
+        (``SchedulingEquivalenceHashing``, on by default since v0.18: a
+        BestEffortFIFO head found inadmissible for lack of quota or of
+        victims moves the Workloads of its hash to the inadmissible ones,
+        and new ones of that hash go there until the next requeue). Without
+        it, a Workload arriving just after a higher-priority one finished
+        took the quota its next peer was about to arrive for, and was
+        evicted by it (decisions, "Equals of a parked Workload").
         """
         entry = self._pending.get(key)
         priority = entry.priority if entry is not None else 0
-        self._unpark(key)
-        self._parked[key] = _Park(cq_name, self._tick, priority, for_victims)
+        mark = _Park(cq_name, self._tick, priority, for_victims)
+        self._park_as(key, mark)
+        if entry is not None:
+            self._kinds_parked.setdefault(cq_name, {})[(priority, entry.shape)] = mark
+
+    def _park_as(self, key: WorkloadKey, mark: _Park) -> None:
+        cq_name = mark.cluster_queue
+        # Counted before the old mark is dropped: the count reaching zero on the way would drop the kinds.
         self._parked_in[cq_name] = self._parked_in.get(cq_name, 0) + 1
-        if for_victims:
+        if mark.for_victims:
             self._for_victims_in[cq_name] = self._for_victims_in.get(cq_name, 0) + 1
+        self._unpark(key)
+        self._parked[key] = mark
+        self._rechecked.discard(key)
 
     def is_parked(self, key: WorkloadKey, cq_name: str) -> bool:
-        """Whether the Workload is parked for this ClusterQueue and nothing that would wake it happened since."""
+        """Whether the Workload is parked for this ClusterQueue, or an equal one is (see :meth:`park`), and
+        nothing that would wake it happened since."""
+        wakes = self._wakes_of.get(cq_name)
         parked = self._parked.get(key)
-        if parked is None:
+        if parked is not None and _still_parked(parked, cq_name, wakes):
+            return True
+        entry = self._pending.get(key)
+        kinds = self._kinds_parked.get(cq_name)
+        if entry is None or not kinds or key in self._rechecked:
             return False
-        return _still_parked(parked, cq_name, self._wakes_of.get(cq_name))
+        like = kinds.get((entry.priority, entry.shape))
+        return like is not None and _still_parked(like, cq_name, wakes)
 
     def unpark(self, key: WorkloadKey) -> None:
-        """Have cycles look at the Workload again."""
+        """Have cycles look at the Workload again (once, even if an equal one is parked)."""
         self._unpark(key)
+        if key in self._pending:
+            self._rechecked.add(key)
 
     def _unpark(self, key: WorkloadKey) -> None:
         old = self._parked.pop(key, None)
         if old is None:
             return
         _decrement(self._parked_in, old.cluster_queue)
+        if old.cluster_queue not in self._parked_in:
+            # No parked entry left to start the wake a kind's mark waits for: the marks go too.
+            self._kinds_parked.pop(old.cluster_queue, None)
         if old.for_victims:
             _decrement(self._for_victims_in, old.cluster_queue)
 
     # --- dirty tracking -----------------------------------------------------------------------------
 
     def mark_cluster_queues(
-        self, names: Iterable[str], *, released: bool = True, priority: int | None = None, source: str | None = None
+        self,
+        names: Iterable[str],
+        *,
+        released: bool = True,
+        priority: int | None = None,
+        source: str | None = None,
+        done: bool = True,
     ) -> None:
         """Have the next cycle re-evaluate these ClusterQueues (a quota tree) and wake their parked Workloads.
 
@@ -415,7 +469,8 @@ class PendingQueues:
         started holding quota there (not ``released``), and every parked Workload of the tree wakes
         ``requeue_batch`` after the first cycle that follows, once for every such event in between, as
         upstream moves its inadmissible Workloads back to the queues a batch period (1 s) after such an
-        event. Those of ``source`` with ``priority`` or higher wake at once on a release.
+        event. Those of ``source`` with ``priority`` or higher wake at once on a release by a Workload that
+        is ``done`` (it finished or was deleted; not one evicted, whose quota its preemptor waits for).
 
         Why not all at once: when a higher-priority Workload runs back to back in a ClusterQueue (the
         next one arrives just after the last one finished), the lower-priority Workloads parked behind
@@ -439,7 +494,7 @@ class PendingQueues:
                 continue
             if name in (self._parked_in if released else self._for_victims_in):
                 self._batched.setdefault(name, None)
-            if released and name == source:
+            if released and done and name == source:
                 assert priority is not None
                 wakes.by_priority[priority] = tick
 

@@ -89,14 +89,15 @@ unless fair sharing is on, see the end):
    why). Its equals in the ClusterQueue (same priority, same pod sets),
    queued or arriving later, are left out with it until the same wake,
    as upstream's scheduling equivalence (:meth:`PendingQueues.park
-   <multikueue.core.cache.queues.PendingQueues.park>`). Not parked: candidates of a StrictFIFO queue (the head blocks
-   either way), those that need preemption but were not weighed (their
-   queue planned for another one this cycle, and no earlier one of the
-   same pod sets found no victims: :func:`_no_victims_known`), and any in a
-   tree where a preemptor holds its usage this cycle. With
-   ``heads_per_queue``, a cycle stops walking a ClusterQueue once that many
-   of its candidates were not admitted in their round (left pending, or
-   deferred to borrow; not those parked as an earlier misfit's copy); when it parked some
+   <multikueue.core.cache.queues.PendingQueues.park>`). Not parked:
+   candidates of a StrictFIFO queue (the head blocks either way), those
+   that need preemption but were not weighed (their queue planned for
+   another one this cycle, and no earlier one of the same pod sets found
+   no victims: :func:`_no_victims_known`), and any in a tree where a
+   preemptor holds its usage this cycle. With ``heads_per_queue``, a
+   cycle stops walking a ClusterQueue once that many of its candidates
+   were not admitted in their round (left pending, or deferred to borrow;
+   not those parked as an earlier misfit's copy); when it parked some
    of them, it sets :attr:`CycleResult.more` and the queue is looked at
    again in the next cycle, which starts after them. So a cycle costs the
    Workloads that may move, not every one that waits, as upstream's one

@@ -53,7 +53,7 @@ GENERATORS = {
 }
 CLASSES = ("small", "medium", "large")
 CONFLICT = "object has been modified"
-WRITE_VERBS = ("PATCH", "PUT")
+WRITE_VERBS = ("PATCH", "APPLY", "PUT")
 
 
 # -- builds -------------------------------------------------------------------
@@ -397,7 +397,7 @@ FIGURES: list[tuple[str, Any, int]] = [
     ("controller peak RSS (MiB)", lambda r: r.controller_peak_mib, 0),
     ("apiserver CPU seconds", lambda r: r.apiserver_cpu_s, 1),
     ("API requests per Workload, every client (WATCH left out)", lambda r: r.requests_per_workload(), 1),
-    ("writes to Workloads per Workload (PATCH/PUT workloads and workloads/status)",
+    ("writes to Workloads per Workload (PATCH/APPLY/PUT workloads and workloads/status, every client)",
      lambda r: r.requests_per_workload(WRITE_VERBS, ("workloads", "workloads/status")), 2),
     ("Workloads finished", lambda r: r.finished, 0),
 ]

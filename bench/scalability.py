@@ -33,6 +33,7 @@ seconds (both from /proc over the runner's lifetime).
     python bench/scalability.py --generator baseline-1cohort            # 6 ClusterQueues, 3,000 Workloads
     python bench/scalability.py --generator baseline --runs 2           # upstream's full baseline, 15,000
     python bench/scalability.py --systems upstream-raised,ours --not-after 08:35 --json more.json
+    MINIMALKUEUE_ARGS=--zap-log-level=3 python bench/scalability.py --systems upstream-raised --keep DIR  # its cycles logged
     python bench/scalability.py --report runs.json more.json    # one table over both invocations
 
 The load average is printed with each run: on a shared machine compare runs
@@ -103,7 +104,8 @@ class Controller:
             return self.ours.process.pid
         # minimalkueue has no probe; its informers sync in a second or two, the runner's
         # generator creates the queues first (upstream's runner starts it the same way).
-        self.process = spawn(f"perf/{self.system}", [str(self.binary), "--kubeconfig", str(self.kubeconfig)], self.log)
+        extra = os.environ.get("MINIMALKUEUE_ARGS", "").split()  # e.g. --zap-log-level=3 to see its cycles
+        self.process = spawn(f"perf/{self.system}", [str(self.binary), "--kubeconfig", str(self.kubeconfig), *extra], self.log)
         time.sleep(3)
         if not self.process.alive():
             raise RuntimeError(f"{self.system} exited at start:\n{self.process.log_tail()}")

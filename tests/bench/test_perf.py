@@ -158,17 +158,17 @@ def _run(system: str, wall: float, **kw: object) -> object:
 
 def test_requests_per_workload_leave_watches_out_and_count_workload_writes() -> None:
     counts = {("PATCH", "workloads/status"): 10.0, ("PUT", "workloads/status"): 5.0, ("POST", "workloads"): 5.0,
-              ("WATCH", "workloads"): 3.0, ("GET", "clusterqueues"): 5.0}  # fmt: skip
+              ("APPLY", "workloads/status"): 5.0, ("WATCH", "workloads"): 3.0, ("GET", "clusterqueues"): 5.0}  # fmt: skip
     ours = _run("ours", 166, requests=counts)
     assert ours.workloads == 5 and ours.requests["PATCH workloads/status"] == 10.0
-    assert ours.requests_per_workload() == 5.0
-    assert ours.requests_per_workload(perf.WRITE_VERBS, ("workloads", "workloads/status")) == 3.0
+    assert ours.requests_per_workload() == 6.0
+    assert ours.requests_per_workload(perf.WRITE_VERBS, ("workloads", "workloads/status")) == 4.0
     assert perf.request_lines(ours)[0] == "    2.00  PATCH workloads/status"
-    assert "5.0 API requests per Workload" in perf.run_line(ours)
+    assert "6.0 API requests per Workload" in perf.run_line(ours)
     assert perf.runs_from_json(perf.runs_to_json([ours])) == [ours]
     text = perf.table([_run("upstream", 170), ours], ["upstream", "ours"])
-    assert "| API requests per Workload, every client (WATCH left out) | – | 5.0 | – |" in text
-    assert "| writes to Workloads per Workload (PATCH/PUT workloads and workloads/status) | – | 3.00 | – |" in text
+    assert "| API requests per Workload, every client (WATCH left out) | – | 6.0 | – |" in text
+    assert "| writes to Workloads per Workload (PATCH/APPLY/PUT workloads and workloads/status, every client) | – | 4.00 | – |" in text
 
 
 def test_parse_run_and_table() -> None:

@@ -1406,6 +1406,24 @@ def preemption_cohort() -> Cache:
     return cache
 
 
+def test_nothing_is_parked_behind_a_preemptor_holding_its_usage() -> None:
+    """What does not fit only because a preemptor holds the quota its victims free may fit if the preemptor
+    goes away first: it stays a candidate, and is admitted as soon as the victims' quota is free (parked,
+    it would wait for a requeue batch, and the victim, back in the queue, would take the quota first)."""
+    cache = preemption_cohort()
+    cache.upsert_workload(workload("b-borrows", "6", queue="queue-b", age=100))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(workload("a-reclaims", "4", queue="queue-a", priority=10, age=50))
+    cache.upsert_workload(workload("b-other", "5", queue="queue-b", priority=5, age=40))  # cq-b may not preempt
+    result = schedule(cache, NOW)
+    assert [d.victim[1] for d in result.preempted] == ["b-borrows"]
+    assert set(pending(result)) == {"a-reclaims", "b-other"}  # 4 CPUs left under a-reclaims' hold
+    assert not cache.is_parked(("default", "b-other"), "cq-b")
+    evict(cache, result)
+    cache.delete_workload(("default", "a-reclaims"))
+    assert names(schedule(cache, NOW)) == ["b-other"]
+
+
 def test_a_preemption_without_victims_wakes_a_requeue_batch_after_a_workload_starts_holding_quota() -> None:
     cache = preemption_cohort()
     cache.upsert_workload(workload("a-running", "3", queue="queue-a", age=100))

@@ -315,7 +315,8 @@ class Cache:
         self._queues.revisit(cq_name)
 
     def is_parked(self, key: WorkloadKey, cq_name: str) -> bool:
-        """Whether the scheduler parked the Workload for this ClusterQueue and nothing woke it since."""
+        """Whether the scheduler parked the Workload (or an equal one, see :meth:`PendingQueues.park
+        <multikueue.core.cache.queues.PendingQueues.park>`) for this ClusterQueue and nothing woke it since."""
         return self._queues.is_parked(key, cq_name)
 
     def holds_quota(self, key: WorkloadKey) -> bool:

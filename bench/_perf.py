@@ -36,7 +36,8 @@ from typing import Any
 
 import yaml
 
-from _dispatch_metrics import STREAMING_VERBS  # the bench folder is no package
+from _dispatch_metrics import Counts, requests_total  # the bench folder is no package
+from _dispatch_metrics import table as request_table
 from multikueue.dev import upstream
 from multikueue.dev.binaries import binaries_dir
 from multikueue.dev.thirdparty import build_go_binary
@@ -277,20 +278,25 @@ class Run:
     #: The API server's requests over the runner's lifetime, every client together: ``"VERB resource"`` -> count.
     requests: dict[str, float] = field(default_factory=dict)
 
+    def request_counts(self) -> Counts:
+        """``requests`` keyed by (verb, resource) again, as ``bench/_dispatch_metrics.py`` counts them."""
+        counts: Counts = {}
+        for key, count in self.requests.items():
+            verb, _, resource = key.partition(" ")
+            counts[(verb, resource)] = count
+        return counts
+
     def requests_per_workload(self, verbs: Iterable[str] | None = None, resources: Iterable[str] | None = None) -> float | None:
         """Requests per Workload of the generator (WATCH and the other streaming verbs left out), optionally only these."""
         if not self.requests or not self.workloads:
             return None
         wanted_verbs, wanted_resources = set(verbs or ()), set(resources or ())
-        total = 0.0
-        for key, count in self.requests.items():
-            verb, _, resource = key.partition(" ")
-            if verb in STREAMING_VERBS or (wanted_verbs and verb not in wanted_verbs):
-                continue
-            if wanted_resources and resource not in wanted_resources:
-                continue
-            total += count
-        return total / self.workloads
+        counts = {
+            (verb, resource): count
+            for (verb, resource), count in self.request_counts().items()
+            if (not wanted_verbs or verb in wanted_verbs) and (not wanted_resources or resource in wanted_resources)
+        }
+        return requests_total(counts) / self.workloads
 
 
 def runs_to_json(runs: Iterable[Run]) -> str:
@@ -438,8 +444,7 @@ def request_lines(run: Run, floor: float = 0.05) -> list[str]:
     """The run's requests per Workload by verb and resource, largest first (at least ``floor`` per Workload)."""
     if not run.requests or not run.workloads:
         return []
-    rows = sorted(((count / run.workloads, key) for key, count in run.requests.items()), key=lambda row: (-row[0], row[1]))
-    return [f"{per:8.2f}  {key}" for per, key in rows if per >= floor]
+    return [f"{per:8.2f}  {verb} {resource}" for per, verb, resource in request_table(run.request_counts(), run.workloads, floor)]
 
 
 def run_line(run: Run) -> str:

@@ -328,7 +328,7 @@ class PendingQueues:
         queue's order (taken when the first one is asked for), so admissions
         made meanwhile do not shift it, and skips what left the queues since.
         """
-        pending, parked, rechecked = self._pending, self._parked, self._rechecked
+        pending, parked = self._pending, self._parked
         kinds = self._kinds_parked.get(cq_name)
         wakes = self._wakes_of.get(cq_name)
         woken_at: dict[int, int] = {}
@@ -343,11 +343,10 @@ class PendingQueues:
             mark = parked.get(key)
             if mark is not None and _still_parked(mark, cq_name, wakes, woken_at):
                 continue
-            if kinds and key not in rechecked:
-                like = kinds.get((entry.priority, entry.shape))
-                if like is not None and like is not mark and _still_parked(like, cq_name, wakes, woken_at):
-                    self._park_as(key, like)
-                    continue
+            like = self._parked_like(entry, kinds, cq_name, wakes, woken_at) if kinds else None
+            if like is not None and like is not mark:
+                self._park_as(key, like)
+                continue
             yield entry
 
     def pending_count(self, key: LocalQueueKey) -> int:
@@ -428,10 +427,22 @@ class PendingQueues:
             return True
         entry = self._pending.get(key)
         kinds = self._kinds_parked.get(cq_name)
-        if entry is None or not kinds or key in self._rechecked:
-            return False
+        return entry is not None and bool(kinds) and self._parked_like(entry, kinds, cq_name, wakes) is not None
+
+    def _parked_like(
+        self,
+        entry: PendingWorkload,
+        kinds: Mapping[tuple[int, str], _Park],
+        cq_name: str,
+        wakes: _Wakes | None,
+        woken_at: dict[int, int] | None = None,
+    ) -> _Park | None:
+        """The still-standing mark of an equal of ``entry`` parked in ``cq_name`` (see :meth:`park`), if any
+        (never for one :meth:`unpark`-ed by name since)."""
+        if entry.key in self._rechecked:
+            return None
         like = kinds.get((entry.priority, entry.shape))
-        return like is not None and _still_parked(like, cq_name, wakes)
+        return like if like is not None and _still_parked(like, cq_name, wakes, woken_at) else None
 
     def unpark(self, key: WorkloadKey) -> None:
         """Have cycles look at the Workload again (once, even if an equal one is parked)."""

@@ -89,7 +89,8 @@ class PendingReports:
 
     def __init__(self) -> None:
         self._queued: dict[WorkloadKey, PendingUpdate] = {}
-        self._writing: set[WorkloadKey] = set()
+        #: Workloads whose report is being written -> set when that write ends.
+        self._writing: dict[WorkloadKey, asyncio.Event] = {}
         self._ready = asyncio.Event()
 
     def __len__(self) -> int:
@@ -105,7 +106,7 @@ class PendingReports:
         """The oldest report whose Workload is not being written (then it is, until :meth:`done`); None if none."""
         for key in self._queued:
             if key not in self._writing:
-                self._writing.add(key)
+                self._writing[key] = asyncio.Event()
                 return self._queued.pop(key)
         return None
 
@@ -120,9 +121,26 @@ class PendingReports:
 
     def done(self, key: WorkloadKey) -> None:
         """The write of ``key``'s report ended: a newer report of it may be taken."""
-        self._writing.discard(key)
+        ended = self._writing.pop(key, None)
+        if ended is not None:
+            ended.set()
         if self._queued:
             self._ready.set()
+
+    async def settled(self, key: WorkloadKey) -> None:
+        """Return once no report of ``key`` is being written (at once when none is).
+
+        A reservation decided while the Workload's report was in flight
+        waits for it: read before the report's answer, the Workload's
+        resourceVersion is the one the report replaces, and the reservation
+        would be refused as stale (a 409 and a cycle lost: most of our own
+        conflicts in upstream's scalability test). A report writes only this
+        controller's explanation of the wait, so the decision still holds on
+        the version the report made.
+        """
+        writing = self._writing.get(key)
+        if writing is not None:
+            await writing.wait()
 
     def clear(self) -> None:
         self._queued.clear()
@@ -195,6 +213,7 @@ class SchedulingLoop:
         self._wake.set()
 
     async def _admit(self, decision: AdmissionDecision, gate: asyncio.Semaphore) -> None:
+        await self.pending_reports.settled(decision.key)
         async with gate:
             wl = self.cache.workload(decision.key)
             if wl is None:

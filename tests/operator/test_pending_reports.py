@@ -57,6 +57,23 @@ def test_take_waits_for_a_report() -> None:
     assert asyncio.run(scenario()).message == "m"
 
 
+def test_settled_waits_for_the_report_being_written_only() -> None:
+    async def scenario() -> None:
+        reports = PendingReports()
+        await asyncio.wait_for(reports.settled(("ns", "a")), 1)  # nothing written: at once
+        reports.add(report("a", "m"))
+        await asyncio.wait_for(reports.settled(("ns", "a")), 1)  # queued, not yet taken: at once
+        assert reports.take_now() is not None
+        waiter = asyncio.ensure_future(reports.settled(("ns", "a")))
+        other = asyncio.ensure_future(reports.settled(("ns", "b")))
+        await asyncio.sleep(0)
+        assert other.done() and not waiter.done()
+        reports.done(("ns", "a"))
+        await asyncio.wait_for(waiter, 1)
+
+    asyncio.run(scenario())
+
+
 def test_figures_wait_for_the_period_after_the_last_write_of_the_workload() -> None:
     figures = FigureRefresh(period=10.0, kept=100)
     assert figures.wait(("ns", "a"), 100.0) <= 0  # never written: at once

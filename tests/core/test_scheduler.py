@@ -1187,13 +1187,13 @@ def test_a_misfit_is_parked_until_quota_is_released() -> None:
     assert cache.is_parked(("default", "large"), "cq")
     assert schedule(cache, NOW) == CycleResult()
 
-    # Quota released in its tree by a Workload of its priority wakes it at once: looked at again (its
-    # message is still true), parked again.
+    # Quota released by a Workload of its priority wakes it at once only if it could take it: small's
+    # 1 CPU is not large's 5, so large waits for the requeue batch (it would be parked again anyway).
     finish(cache, cache.workload(("default", "small")))
-    assert not cache.is_parked(("default", "large"), "cq")
-    assert schedule(cache, NOW) == CycleResult(next_cycle_at=NOW + REQUEUE_BATCH)
     assert cache.is_parked(("default", "large"), "cq")
+    assert schedule(cache, NOW) == CycleResult(next_cycle_at=NOW + REQUEUE_BATCH)
     finish(cache, cache.workload(("default", "running")))
+    assert not cache.is_parked(("default", "large"), "cq")  # 6 CPUs back: enough for large's 5
     assert names(schedule(cache, NOW)) == ["large"]
 
 
@@ -1269,6 +1269,48 @@ def test_a_release_wakes_parked_workloads_of_its_priority_or_higher_at_once() ->
     result = schedule(cache, NOW)
     assert names(result) == ["higher", "same"] and result.next_cycle_at == NOW + REQUEUE_BATCH
     assert names(schedule(cache, NOW + REQUEUE_BATCH)) == ["lower"]
+
+
+def test_a_release_wakes_at_once_only_as_many_as_can_take_what_it_gave_back() -> None:
+    """Eight 1-CPU Workloads parked behind a full queue; one 1-CPU Workload finishing wakes the first of
+    them, in queue order, not all eight (each of the others would be looked at, told why it waits and
+    parked again). Higher-priority ones too big for what was given back stay parked, and do not stop the
+    walk."""
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "8", age=100))
+    cache.upsert_workload(workload("short", "1", age=99))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(workload("big", "3", priority=5, age=60))
+    for i in range(8):
+        cache.upsert_workload(workload(f"w-{i}", "1", age=50 - i))
+    result = schedule(cache, NOW)
+    for update in result.pending:
+        write_pending(cache, update)
+    parked = ["big", *(f"w-{i}" for i in range(8))]
+    assert all(cache.is_parked(("default", n), "cq") for n in parked)
+    finish(cache, cache.workload(("default", "short")))
+    assert [n for n in parked if not cache.is_parked(("default", n), "cq")] == ["w-0"]
+    result = schedule(cache, NOW)
+    assert names(result) == ["w-0"] and result.pending == []
+    # The rest wake with the requeue batch.
+    assert result.next_cycle_at == NOW + REQUEUE_BATCH
+    confirm(cache, result.admitted[0])
+    assert all(cache.is_parked(("default", n), "cq") for n in parked[2:])
+
+
+def test_an_unparked_candidate_ahead_takes_its_share_of_what_was_given_back() -> None:
+    """A Workload not parked (just arrived, of another shape) ahead in queue order will take the quota
+    first: the release wakes only what is left after it."""
+    cache = seed_cache()
+    cache.upsert_workload(workload("running", "8", age=100))
+    cache.upsert_workload(workload("short", "1", age=99))
+    admit_all(cache, schedule(cache, NOW))
+    cache.upsert_workload(workload("parked", "1", age=50))
+    write_pending(cache, schedule(cache, NOW).pending[0])
+    cache.upsert_workload(workload("ahead", "1", priority=1, age=10))  # higher priority, not yet looked at
+    finish(cache, cache.workload(("default", "short")))
+    assert cache.is_parked(("default", "parked"), "cq")
+    assert names(schedule(cache, NOW)) == ["ahead"]
 
 
 def test_without_a_requeue_batch_a_release_wakes_parked_workloads_at_once() -> None:
@@ -1488,10 +1530,14 @@ def test_heads_per_queue_walks_a_queue_a_few_misfits_per_cycle() -> None:
     assert seen == [f"wl-{i}" for i in range(7)]  # in queue order, three per cycle
     assert cycles == 3
     assert schedule(cache, NOW, heads_per_queue=3) == CycleResult()
-    # Quota freed: the walk starts from the head again.
+    # Quota freed: what it gives back (9) wakes wl-0..wl-2 at once (1 + 2 + 3; wl-3's 4 is more than the 3
+    # left), the rest wake with the requeue batch, and that walk starts from the head again.
     finish(cache, cache.workload(("default", "running")))
     result = schedule(cache, NOW, heads_per_queue=3)
-    assert names(result) == ["wl-0", "wl-1", "wl-2"]  # 1 + 2 + 3 of 9: then wl-3 (4) does not fit
+    assert names(result) == ["wl-0", "wl-1", "wl-2"] and not result.more
+    admit_all(cache, result)
+    result = schedule(cache, NOW + REQUEUE_BATCH, heads_per_queue=3)
+    assert names(result) == [] and sorted(pending(result)) == ["wl-3", "wl-4", "wl-5"]
     assert result.more
 
 

@@ -126,18 +126,12 @@ class Cache:
         #: Bumped when a WorkloadPriorityClass changes (holders' priorities may have).
         self._priorities_version = 0
 
-    def _mark_trees(
-        self, cq_names: Iterable[str], *, released: bool = True, priority: int | None = None, done: bool = True
-    ) -> None:
+    def _mark_trees(self, cq_names: Iterable[str], *, by_workload: bool = False, released: bool = True) -> None:
         """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree, which wakes their parked
-        Workloads: at once when the tree changed (no ``priority``), else a requeue batch later, when a
-        Workload of ``priority`` gave quota back (``released``) or started holding quota there, except
-        those of its ClusterQueue with that priority or higher on a release by a Workload that is
-        ``done`` (finished or deleted, not evicted; see :meth:`park`)."""
+        Workloads: at once when the tree changed, else (``by_workload``) a requeue batch after a Workload
+        gave quota back (``released``) or started holding quota there (see :meth:`park`)."""
         for cq_name in cq_names:
-            self._queues.mark_cluster_queues(
-                self._tree.tree_of(cq_name), released=released, priority=priority, source=cq_name, done=done
-            )
+            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), by_workload=by_workload, released=released)
 
     # --- ResourceFlavor --------------------------------------------------------------
 
@@ -347,11 +341,17 @@ class Cache:
             # assumed admission is confirmed takes nothing more, but may be preempted from now on.
             if workload is not None:
                 priority = self._queues.priority_of(workload)[0]
-            # Evicted, its quota goes to the preemptor: it wakes its peers with the batch only.
-            done = workload is None or workload.is_finished
-            self._mark_trees(changed, released=held is not None, priority=priority, done=done)
+            self._mark_trees(changed, by_workload=True, released=held is not None)
+            # Finished or deleted, what it gave back may go at once to those of its kind (see
+            # PendingQueues.wake_to_fill); evicted, its quota is its preemptor's.
+            if held is not None and contribution is None and (workload is None or workload.is_finished):
+                released: dict[str, Decimal] = {}
+                for (_, name), amount in held.usage.items():
+                    released[name] = released.get(name, Decimal(0)) + amount
+                queues = self._store.local_queues_in(held.cluster_queue)
+                self._queues.wake_to_fill(held.cluster_queue, queues, priority or 0, released)
             if confirmed and not changed and contribution is not None:
-                self._mark_trees((contribution.cluster_queue,), released=False, priority=priority)
+                self._mark_trees((contribution.cluster_queue,), by_workload=True, released=False)
         pending: PendingWorkload | None = None
         if workload is not None and contribution is None and _wants_quota(workload):
             pending = self._queues.entry_for(key, workload)

@@ -22,13 +22,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from multikueue.api.constants import ConditionStatus, Labels, WorkloadConditionType
 from multikueue.api.workload import Admission, PriorityClassKind, Workload
 from multikueue.core import messages
 from multikueue.core.cache.store import LocalQueueKey, WorkloadKey, local_queue_of
 from multikueue.core.flavors import PodSetRequest, pod_spec_of
-from multikueue.core.resources import pod_spec_errors
+from multikueue.core.resources import Requests, add, pod_spec_errors
 
 __all__ = ["REQUEUE_BATCH", "DirtyQueues", "PendingQueues", "PendingWorkload"]
 
@@ -37,6 +38,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: How long after a Workload gives quota back its tree's parked Workloads wake (upstream's
 #: ``requeueBatchPeriod``, see :meth:`PendingQueues.mark_cluster_queues`).
 REQUEUE_BATCH = timedelta(seconds=1)
+#: How many pending Workloads of a ClusterQueue one release looks at when it wakes those that can take
+#: what it gave back (:meth:`PendingQueues.wake_to_fill`): a bound per event, whatever the queue's length.
+WAKE_TO_FILL_LOOKS = 32
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,11 @@ class PendingWorkload:
         only costs a missed shortcut.
         """
         return repr(self.pod_sets)
+
+    @cached_property
+    def requests(self) -> Requests:
+        """What all its pod sets ask together, per resource (full counts)."""
+        return add(*(p.total for p in self.pod_sets))
 
     @cached_property
     def may_be_partial(self) -> bool:
@@ -121,25 +130,9 @@ class _Park:
 
     cluster_queue: str
     tick: int
-    priority: int
     #: It would fit with preemption and found no victims: a Workload starting to hold quota in the tree
     #: may be one (see :meth:`PendingQueues.mark_cluster_queues`).
     for_victims: bool = False
-
-
-@dataclass
-class _Wakes:
-    """What happened in a ClusterQueue that wakes its parked Workloads, as ticks of one counter."""
-
-    #: The last change that wakes every parked Workload (the quota tree changed, a requeue batch ended).
-    released: int = 0
-    #: Per priority, the last time a Workload of that priority gave quota back in this ClusterQueue: it
-    #: wakes at once the parked Workloads of that priority or higher.
-    by_priority: dict[int, int] = field(default_factory=dict)
-
-    def last_for(self, priority: int) -> int:
-        """The last tick that woke the parked Workloads of this priority."""
-        return max([self.released, *(tick for floor, tick in self.by_priority.items() if floor <= priority)])
 
 
 def _decrement(counts: dict[str, int], name: str) -> None:
@@ -150,23 +143,16 @@ def _decrement(counts: dict[str, int], name: str) -> None:
         del counts[name]
 
 
-def _still_parked(park: _Park, cq_name: str, wakes: _Wakes | None, woken_at: dict[int, int] | None = None) -> bool:
-    """Whether a Workload parked at ``park`` still is, for ``cq_name``.
+def _still_parked(park: _Park, cq_name: str, woken: int) -> bool:
+    """Whether a Workload parked at ``park`` still is, for ``cq_name``, whose parked Workloads last woke at
+    tick ``woken``."""
+    return park.cluster_queue == cq_name and park.tick >= woken
 
-    ``woken_at`` memoizes :meth:`_Wakes.last_for` per priority across calls
-    for one ClusterQueue (a cycle walking its queue asks for a few
-    priorities, thousands of times).
-    """
-    if park.cluster_queue != cq_name:
-        return False
-    if wakes is None:
-        return True
-    if woken_at is None:
-        return park.tick >= wakes.last_for(park.priority)
-    last = woken_at.get(park.priority)
-    if last is None:
-        last = woken_at[park.priority] = wakes.last_for(park.priority)
-    return park.tick >= last
+
+def _fits_in(need: Mapping[str, Decimal], budget: Mapping[str, Decimal]) -> bool:
+    """Whether ``need`` takes some of ``budget`` and no more than it of any resource it has."""
+    shared = [name for name in need if name in budget]
+    return bool(shared) and all(need[name] <= budget[name] for name in shared)
 
 
 class PendingQueues:
@@ -191,8 +177,8 @@ class PendingQueues:
         self._dirty = DirtyQueues()
         #: Counts the events that wake parked Workloads, and the parkings, so each knows which came first.
         self._tick = 0
-        #: Per ClusterQueue, when its parked Workloads were last woken, all of them or by priority.
-        self._wakes_of: dict[str, _Wakes] = {}
+        #: Per ClusterQueue, the tick its parked Workloads last woke (all of them).
+        self._woken: dict[str, int] = {}
         #: Parked Workloads: the ClusterQueue, when, and at which priority.
         self._parked: dict[WorkloadKey, _Park] = {}
         #: Per ClusterQueue, how many entries of ``_parked`` name it (some may have been woken since), and
@@ -330,8 +316,7 @@ class PendingQueues:
         """
         pending, parked = self._pending, self._parked
         kinds = self._kinds_parked.get(cq_name)
-        wakes = self._wakes_of.get(cq_name)
-        woken_at: dict[int, int] = {}
+        woken = self._woken.get(cq_name, 0)
         orders = [list(self._ordered.get(lq, ())) for lq in local_queues]
         merged: Iterable[tuple[tuple[int, datetime, str, str], WorkloadKey]] = (
             orders[0] if len(orders) == 1 else heapq.merge(*orders)
@@ -341,9 +326,9 @@ class PendingQueues:
             if entry is None or (entry.requeue_at is not None and entry.requeue_at > now):
                 continue
             mark = parked.get(key)
-            if mark is not None and _still_parked(mark, cq_name, wakes, woken_at):
+            if mark is not None and _still_parked(mark, cq_name, woken):
                 continue
-            like = self._parked_like(entry, kinds, cq_name, wakes, woken_at) if kinds else None
+            like = self._parked_like(entry, kinds, cq_name, woken) if kinds else None
             if like is not None and like is not mark:
                 self._park_as(key, like)
                 continue
@@ -382,7 +367,8 @@ class PendingQueues:
         move, not every one that waits. It comes back when the tree changed,
         a requeue batch after quota was freed in the tree (see
         :meth:`mark_cluster_queues`; at once when a Workload of its priority
-        or a lower one gave quota back in its ClusterQueue), when the
+        or a lower one finished in its ClusterQueue and what it gave back can
+        take it, see :meth:`wake_to_fill`), when the
         Workload itself changes what it asks (:meth:`set_pending`), or on
         :meth:`unpark`; ``for_victims`` (it would fit with preemption and
         found no victims): also a requeue batch after a Workload started
@@ -401,12 +387,11 @@ class PendingQueues:
         took the quota its next peer was about to arrive for, and was
         evicted by it (decisions, "Equals of a parked Workload").
         """
-        entry = self._pending.get(key)
-        priority = entry.priority if entry is not None else 0
-        mark = _Park(cq_name, self._tick, priority, for_victims)
+        mark = _Park(cq_name, self._tick, for_victims)
         self._park_as(key, mark)
+        entry = self._pending.get(key)
         if entry is not None:
-            self._kinds_parked.setdefault(cq_name, {})[(priority, entry.shape)] = mark
+            self._kinds_parked.setdefault(cq_name, {})[(entry.priority, entry.shape)] = mark
 
     def _park_as(self, key: WorkloadKey, mark: _Park) -> None:
         cq_name = mark.cluster_queue
@@ -421,28 +406,25 @@ class PendingQueues:
     def is_parked(self, key: WorkloadKey, cq_name: str) -> bool:
         """Whether the Workload is parked for this ClusterQueue, or an equal one is (see :meth:`park`), and
         nothing that would wake it happened since."""
-        wakes = self._wakes_of.get(cq_name)
-        parked = self._parked.get(key)
-        if parked is not None and _still_parked(parked, cq_name, wakes):
-            return True
         entry = self._pending.get(key)
+        return entry is not None and self._is_parked(entry, cq_name, self._woken.get(cq_name, 0))
+
+    def _is_parked(self, entry: PendingWorkload, cq_name: str, woken: int) -> bool:
+        mark = self._parked.get(entry.key)
+        if mark is not None and _still_parked(mark, cq_name, woken):
+            return True
         kinds = self._kinds_parked.get(cq_name)
-        return entry is not None and bool(kinds) and self._parked_like(entry, kinds, cq_name, wakes) is not None
+        return bool(kinds) and self._parked_like(entry, kinds, cq_name, woken) is not None
 
     def _parked_like(
-        self,
-        entry: PendingWorkload,
-        kinds: Mapping[tuple[int, str], _Park],
-        cq_name: str,
-        wakes: _Wakes | None,
-        woken_at: dict[int, int] | None = None,
+        self, entry: PendingWorkload, kinds: Mapping[tuple[int, str], _Park], cq_name: str, woken: int
     ) -> _Park | None:
         """The still-standing mark of an equal of ``entry`` parked in ``cq_name`` (see :meth:`park`), if any
         (never for one :meth:`unpark`-ed by name since)."""
         if entry.key in self._rechecked:
             return None
         like = kinds.get((entry.priority, entry.shape))
-        return like if like is not None and _still_parked(like, cq_name, wakes, woken_at) else None
+        return like if like is not None and _still_parked(like, cq_name, woken) else None
 
     def unpark(self, key: WorkloadKey) -> None:
         """Have cycles look at the Workload again (once, even if an equal one is parked)."""
@@ -463,51 +445,76 @@ class PendingQueues:
 
     # --- dirty tracking -----------------------------------------------------------------------------
 
-    def mark_cluster_queues(
-        self,
-        names: Iterable[str],
-        *,
-        released: bool = True,
-        priority: int | None = None,
-        source: str | None = None,
-        done: bool = True,
-    ) -> None:
+    def mark_cluster_queues(self, names: Iterable[str], *, by_workload: bool = False, released: bool = True) -> None:
         """Have the next cycle re-evaluate these ClusterQueues (a quota tree) and wake their parked Workloads.
 
-        Without ``priority`` (the tree changed: a ClusterQueue, Cohort, flavor, check or LocalQueue of
-        it) the parked Workloads wake at once. Otherwise a Workload gave quota back in ClusterQueue
-        ``source`` (``released``: it finished, was evicted or deleted, an assumption was dropped) or
-        started holding quota there (not ``released``), and every parked Workload of the tree wakes
+        Without ``by_workload`` (the tree changed: a ClusterQueue, Cohort, flavor, check or LocalQueue
+        of it) the parked Workloads wake at once. With it, a Workload gave quota back in the tree
+        (``released``: it finished, was evicted or deleted, an assumption was dropped) or started
+        holding quota there (not ``released``), and every parked Workload of the tree wakes
         ``requeue_batch`` after the first cycle that follows, once for every such event in between, as
         upstream moves its inadmissible Workloads back to the queues a batch period (1 s) after such an
-        event. Those of ``source`` with ``priority`` or higher wake at once on a release by a Workload that
-        is ``done`` (it finished or was deleted; not one evicted, whose quota its preemptor waits for).
-
-        Why not all at once: when a higher-priority Workload runs back to back in a ClusterQueue (the
-        next one arrives just after the last one finished), the lower-priority Workloads parked behind
-        it, woken by the release or by any other in the tree, were admitted into the gap and evicted by
-        the next one, every time; and why not all after the batch: Workloads that recycle the quota of
-        their own kind would wait a second each time (decisions, "Waking parked Workloads").
+        event. A finished Workload's own ClusterQueue also wakes at once those that can take what it
+        gave back (:meth:`wake_to_fill`).
         """
         names = set(names)
         self._dirty.cluster_queues.update(names)
         self._tick += 1
-        tick = self._tick
-        batched = priority is not None and bool(self._requeue_batch)
+        batched = by_workload and bool(self._requeue_batch)
         for name in names:
-            wakes = self._wakes_of.get(name)
-            if wakes is None:
-                wakes = self._wakes_of[name] = _Wakes()
             if not batched:
-                wakes.released = tick
-                wakes.by_priority.clear()  # what it woke, this wakes too
+                self._woken[name] = self._tick
                 self._batched.pop(name, None)
-                continue
-            if name in (self._parked_in if released else self._for_victims_in):
+            elif name in (self._parked_in if released else self._for_victims_in):
                 self._batched.setdefault(name, None)
-            if released and done and name == source:
-                assert priority is not None
-                wakes.by_priority[priority] = tick
+
+    def wake_to_fill(
+        self, cq_name: str, local_queues: Iterable[LocalQueueKey], priority: int, released: Mapping[str, Decimal]
+    ) -> None:
+        """Wake at once, by name, the parked Workloads of ``cq_name`` that can take what a finished Workload
+        of ``priority`` gave back there (``released``, per resource).
+
+        Walks the ClusterQueue's pending Workloads in queue order, those of
+        ``priority`` or higher only, and at most :data:`WAKE_TO_FILL_LOOKS`
+        of them. Each that asks no more than what is left of ``released``
+        (of the resources it names) takes its share, whether parked (then
+        woken) or not (a cycle looks at it anyway, and before those behind
+        it). The rest stay parked until the requeue batch.
+
+        Why not all of that priority or higher, as this did before: a
+        Workload ending every few milliseconds (short ones recycling their
+        own quota) woke all of them each time, so quota another Workload had
+        just freed (a large higher-priority one, whose next peer is about to
+        arrive) was taken at once by the lower-priority ones parked behind
+        it, and they were evicted by that peer; and every wake had a cycle
+        look at a parked Workload that did not fit, write why, and park it
+        again (most of our "why it waits" writes in upstream's scalability
+        test). Why not none, as upstream: the short ones would wait a batch
+        (1 s) each time, for quota their own kind gave back (decisions,
+        "Waking parked Workloads").
+        """
+        if not self._requeue_batch:
+            return  # every release wakes all of them at once
+        budget = dict(released)
+        woken = self._woken.get(cq_name, 0)
+        looks = 0
+        for _, key in heapq.merge(*(self._ordered.get(lq, ()) for lq in local_queues)):
+            entry = self._pending.get(key)
+            if entry is None or entry.requeue_at is not None:
+                continue
+            if entry.priority < priority or looks >= WAKE_TO_FILL_LOOKS:
+                return
+            looks += 1
+            need = entry.requests
+            if not _fits_in(need, budget):
+                continue
+            for name in need:
+                if name in budget:
+                    budget[name] -= need[name]
+            if self._is_parked(entry, cq_name, woken):
+                self.unpark(key)
+            if all(left <= 0 for left in budget.values()):
+                return
 
     def revisit(self, name: str) -> None:
         """Have the next cycle go on with a ClusterQueue whose walk this one cut short (wakes nothing)."""

@@ -277,6 +277,9 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The API server's requests over the runner's lifetime, every client together: ``"VERB resource"`` -> count.
     requests: dict[str, float] = field(default_factory=dict)
+    #: From the API server's audit log: writes to Workloads and the 409s among them, by client
+    #: (``"controller writes"``, ``"controller 409s"``, ``"runner writes"``, ``"runner 409s"``); empty: not audited.
+    audit: dict[str, int] = field(default_factory=dict)
 
     def request_counts(self) -> Counts:
         """``requests`` keyed by (verb, resource) again, as ``bench/_dispatch_metrics.py`` counts them."""
@@ -297,6 +300,42 @@ class Run:
             if (not wanted_verbs or verb in wanted_verbs) and (not wanted_resources or resource in wanted_resources)
         }
         return requests_total(counts) / self.workloads
+
+
+#: The manager apiserver's audit policy for a run: one line per write to a Workload, without bodies.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  resources:
+  - group: kueue.x-k8s.io
+    resources: ["workloads", "workloads/status"]
+  verbs: ["update", "patch"]
+- level: None
+"""
+
+
+def audit_counts(lines: Iterable[str], runner_agent: str = "perf-runner") -> dict[str, int]:
+    """Writes to Workloads and the 409s among them, by client, from an audit log (JSON lines).
+
+    The runner names itself (``kueue-perf-runner-...``); every other writer
+    is the controller under test (the benchmark itself only reads).
+    """
+    counts = {"controller writes": 0, "controller 409s": 0, "runner writes": 0, "runner 409s": 0}
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("stage") != "ResponseComplete" or event.get("verb") not in ("update", "patch"):
+            continue
+        who = "runner" if runner_agent in (event.get("userAgent") or "") else "controller"
+        counts[f"{who} writes"] += 1
+        if (event.get("responseStatus") or {}).get("code") == 409:
+            counts[f"{who} 409s"] += 1
+    return counts
 
 
 def runs_to_json(runs: Iterable[Run]) -> str:
@@ -405,6 +444,10 @@ FIGURES: list[tuple[str, Any, int]] = [
     ("API requests per Workload, every client (WATCH left out)", lambda r: r.requests_per_workload(), 1),
     ("writes to Workloads per Workload (PATCH/APPLY/PUT workloads and workloads/status, every client)",
      lambda r: r.requests_per_workload(WRITE_VERBS, ("workloads", "workloads/status")), 2),
+    ("writes to Workloads per Workload, the controller's (audit log)",
+     lambda r: r.audit["controller writes"] / r.workloads if r.audit and r.workloads else None, 2),
+    ("409 conflicts answered to the controller (audit log)", lambda r: r.audit.get("controller 409s"), 0),
+    ("409 conflicts answered to the runner (audit log)", lambda r: r.audit.get("runner 409s"), 0),
     ("Workloads finished", lambda r: r.finished, 0),
 ]
 
@@ -454,6 +497,8 @@ def run_line(run: Run) -> str:
     stop = "" if run.stop_s is None else f", stopped in {run.stop_s:.1f} s"
     per_wl = run.requests_per_workload()
     requests = "" if per_wl is None else f", {per_wl:.1f} API requests per Workload"
+    if run.audit:
+        requests += f", 409s to the controller {run.audit['controller 409s']} / to the runner {run.audit['runner 409s']}"
     incomplete = f" [incomplete: {run.incomplete}]" if run.incomplete else ""
     return (
         f"{run.system}{incomplete}: wall {run.wall_s:.0f} s, admission {adm} s, small admission→finish {a2f} s, "

@@ -28,7 +28,9 @@ Workload class, median time from admission to finish of small Workloads
 reasons from the Workloads' Preempted conditions after the run),
 "object has been modified" conflicts in the runner's log, quota-time held
 (the runner's ``cpuUsed``), controller CPU seconds and peak RSS, apiserver CPU
-seconds (both from /proc over the runner's lifetime).
+seconds (both from /proc over the runner's lifetime), and from the manager
+apiserver's audit log (``--no-audit`` leaves it off) the writes to Workloads
+and the 409s answered, by client: the controller's, the runner's.
 
     python bench/scalability.py --generator baseline-1cohort            # 6 ClusterQueues, 3,000 Workloads
     python bench/scalability.py --generator baseline --runs 2           # upstream's full baseline, 15,000
@@ -57,9 +59,11 @@ from typing import Any
 import yaml
 from _dispatch_metrics import delta, request_counts
 from _perf import (
+    AUDIT_POLICY,
     RAISED_LIMIT,
     SHIPPED_LIMIT,
     Run,
+    audit_counts,
     client_limit,
     ensure_minimalkueue,
     ensure_runner,
@@ -156,9 +160,17 @@ def one_run(
     generator_file: Path,
     timeout: str,
     work: Path,
+    audit: bool = True,
 ) -> Run:
     out = work / f"{index:02d}-{system}"
     out.mkdir(parents=True, exist_ok=True)
+    audit_args: tuple[str, ...] = ()
+    if audit:
+        (out / "audit-policy.yaml").write_text(AUDIT_POLICY)
+        audit_args = (
+            f"--audit-policy-file={out / 'audit-policy.yaml'}", f"--audit-log-path={out / 'audit.log'}",
+            "--audit-log-format=json", "--audit-log-maxsize=0", "--audit-log-mode=batch",
+        )  # fmt: skip
     options = ClusterSetOptions(
         name=f"perf-{index}",
         workers=0,
@@ -170,6 +182,7 @@ def one_run(
         # Ours without the conversion webhook nobody serves here, as upstream's CRD bases: otherwise the API
         # server's v1beta1 watch cache relists every Workload every few seconds (ours only, before).
         conversion_webhook=False,
+        manager_apiserver_args=audit_args,
     )
     clusters = ClusterSet.plan(options)
     clusters.up(options, binaries)
@@ -214,7 +227,7 @@ def one_run(
         errors = [line for line in runner_log.splitlines() if "\tERROR\t" in line and "Reconciler error" not in line]
         incomplete = f"runner exit {result.returncode}" + (f": {errors[-1].split(chr(9))[-1][:200]}" if errors else "")
     read = lambda name: (out / name).read_text() if (out / name).is_file() else ""  # noqa: E731
-    return parse_run(
+    run = parse_run(
         system,
         read("summary.yaml"),
         read("wlStates.csv"),
@@ -229,6 +242,10 @@ def one_run(
         incomplete=incomplete,
         requests=requests,
     )
+    if audit and (out / "audit.log").is_file():  # written by the apiserver as it stopped (batch mode)
+        with (out / "audit.log").open(errors="replace") as lines:
+            run.audit = audit_counts(lines)
+    return run
 
 
 def duration_s(text: str) -> float:
@@ -257,6 +274,7 @@ def main() -> int:
     parser.add_argument("--not-after", type=not_after, metavar="HH:MM", help="start no run that could end after this time (UTC)")
     parser.add_argument("--keep", metavar="DIR", help="keep each run's output, logs and clusters' logs here")
     parser.add_argument("--json", metavar="FILE", help="also write every run's figures here")
+    parser.add_argument("--no-audit", action="store_true", help="no audit log on the manager's apiserver (it counts each client's writes and 409s)")
     parser.add_argument("--report", nargs="+", metavar="JSON", help="run nothing: print the table over the runs saved by --json")
     args = parser.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -317,7 +335,7 @@ def main() -> int:
                 try:
                     run = one_run(
                         system, index, source=source, runner=runner, binary=builds[system], binaries=binaries,
-                        generator_file=generator_file, timeout=args.timeout, work=work,
+                        generator_file=generator_file, timeout=args.timeout, work=work, audit=not args.no_audit,
                     )  # fmt: skip
                 except RuntimeError as exc:
                     print(f"{system}: {exc}", flush=True)

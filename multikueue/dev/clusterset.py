@@ -47,6 +47,8 @@ class ClusterSetOptions:
     conversion_webhook: bool = True
     #: Run Tekton's controller on every worker (built from the third-party archive; full clusters only).
     tekton: bool = False
+    #: More flags for the manager's apiserver (e.g. an audit log, for the benchmarks).
+    manager_apiserver_args: tuple[str, ...] = ()
 
 
 def worker_name(index: int) -> str:
@@ -156,7 +158,7 @@ class ClusterSet:
         self._save()
         _parallel(lambda c: c.wait_etcd(), self.clusters)
         for c in self.clusters:
-            c.start_apiserver(binaries)
+            c.start_apiserver(binaries, extra_args=options.manager_apiserver_args if c is self.manager else ())
         self._save()
         _parallel(lambda c: c.wait_apiserver(), self.clusters)
         self.timings["apiservers_ready"] = time.monotonic() - t0

@@ -32,6 +32,7 @@ from kubernetes.client.rest import ApiException, RESTResponse
 from urllib3 import Retry, Timeout
 from urllib3.exceptions import HTTPError
 
+from multikueue import __version__
 from multikueue.api.resources import ResourceRef
 
 T = TypeVar("T")
@@ -46,6 +47,10 @@ MAX_RETRY_AFTER = 10.0
 LIST_PAGE_SIZE = 500
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+
+#: Who this controller is in the API servers' audit logs and metrics (the client's default names only
+#: the code generator).
+USER_AGENT = f"multikueue/{__version__}"
 
 
 def decode_json(data: str | bytes) -> Any:
@@ -72,7 +77,9 @@ def load_api_client(kubeconfig: str | None, pool_size: int) -> client.ApiClient:
         except config.ConfigException:
             config.load_kube_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = USER_AGENT
+    return api
 
 
 class TransportError(OSError):

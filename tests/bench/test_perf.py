@@ -226,3 +226,28 @@ def test_a_run_without_summary_is_counted_from_the_workloads_and_left_out_of_the
     text = perf.table([_run("upstream", 170), _run("ours", 166), timed_out], ["upstream", "ours"])
     assert "| wall time (s) | 170 | 166 | 0.98 |" in text
     assert text.splitlines()[-2:] == ["Left out of the means (no summary from the runner):", f"- {line}"]
+
+
+def _audit_line(agent: str, verb: str, code: int, stage: str = "ResponseComplete") -> str:
+    import json
+
+    return json.dumps({"stage": stage, "verb": verb, "userAgent": agent, "responseStatus": {"code": code}})
+
+
+def test_audit_counts_writes_and_conflicts_by_client() -> None:
+    lines = [
+        _audit_line("kueue-perf-runner-v0.19.2/v0.0.0 (linux/amd64)", "patch", 200),
+        _audit_line("kueue-perf-runner-v0.19.2/v0.0.0 (linux/amd64)", "update", 409),
+        _audit_line("multikueue/0.1.0", "patch", 200),
+        _audit_line("multikueue/0.1.0", "patch", 409),
+        _audit_line("multikueue/0.1.0", "patch", 409, stage="ResponseStarted"),  # not a second request
+        _audit_line("multikueue/0.1.0", "create", 201),  # not a write to an existing Workload
+        "not json",
+    ]
+    counts = perf.audit_counts(lines)
+    assert counts == {"controller writes": 2, "controller 409s": 1, "runner writes": 2, "runner 409s": 1}
+    run = _run("ours", 166)
+    run.audit = counts
+    conflicts = next(line for line in perf.table([run], ["ours"]).splitlines() if "answered to the controller" in line)
+    assert conflicts == "| 409 conflicts answered to the controller (audit log) | 1 |"
+    assert "409s to the controller 1 / to the runner 1" in perf.run_line(run)

@@ -55,7 +55,7 @@ from multikueue.api.multikueue import LocationType, MultiKueueCluster
 from multikueue.api.resources import ResourceRef
 from multikueue.runtime.expectations import PendingDeletes, uid_of
 from multikueue.runtime.informer import DELETED, NOT_USABLE, Informer, InformerState, object_key
-from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.kube import USER_AGENT, AsyncKube
 from multikueue.runtime.tasks import cancel_and_wait
 from multikueue.api.resources import SECRETS, WORKLOADS
 from multikueue.controllers.multikueue.fencing import drop_origin_lease, hold_origin_lease
@@ -267,7 +267,9 @@ class RemoteCluster:
         configuration = client_configuration(valid)
         configuration.connection_pool_maxsize = 32
         configuration.retries = False
-        return client.ApiClient(configuration)
+        api = client.ApiClient(configuration)
+        api.user_agent = USER_AGENT
+        return api
 
     async def _connect(self, text: str) -> None:
         """Build a client, start the informers, wait for their first listing; RemoteUnavailable on failure."""

@@ -16,7 +16,7 @@ from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Workload
 from multikueue.api.workloadpriorityclass import WorkloadPriorityClass
 from multikueue.core import Cache, CycleResult, PendingUpdate, schedule
-from multikueue.core.cache.queues import REQUEUE_BATCH
+from multikueue.core.cache.queues import REQUEUE_BATCH, WAKE_TO_FILL_LOOKS
 from multikueue.core.scheduler import AdmissionDecision
 
 pytestmark = pytest.mark.unit
@@ -1296,6 +1296,25 @@ def test_a_release_wakes_at_once_only_as_many_as_can_take_what_it_gave_back() ->
     assert result.next_cycle_at == NOW + REQUEUE_BATCH
     confirm(cache, result.admitted[0])
     assert all(cache.is_parked(("default", n), "cq") for n in parked[2:])
+
+
+def test_a_release_looks_at_a_bounded_number_of_pending_workloads() -> None:
+    """Per event, the walk for what fits stops after WAKE_TO_FILL_LOOKS Workloads, whatever the queue holds:
+    a fitting one behind that many too big for what was given back waits for the requeue batch."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 100}})
+    cache.upsert_workload(workload("running", "99", age=1000))
+    cache.upsert_workload(workload("short", "1", age=999))
+    admit_all(cache, schedule(cache, NOW))
+    for i in range(WAKE_TO_FILL_LOOKS):
+        cache.upsert_workload(workload(f"big-{i}", f"{2 + i}", priority=1, age=500 - i))
+    cache.upsert_workload(workload("fits", "1", age=10))
+    for update in schedule(cache, NOW).pending:
+        write_pending(cache, update)
+    assert cache.is_parked(("default", "fits"), "cq")
+    finish(cache, cache.workload(("default", "short")))
+    assert cache.is_parked(("default", "fits"), "cq")
+    assert schedule(cache, NOW).next_cycle_at == NOW + REQUEUE_BATCH
+    assert names(schedule(cache, NOW + REQUEUE_BATCH)) == ["fits"]
 
 
 def test_an_unparked_candidate_ahead_takes_its_share_of_what_was_given_back() -> None:

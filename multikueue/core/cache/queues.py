@@ -500,11 +500,11 @@ class PendingQueues:
         looks = 0
         for _, key in heapq.merge(*(self._ordered.get(lq, ()) for lq in local_queues)):
             entry = self._pending.get(key)
-            if entry is None or entry.requeue_at is not None:
-                continue
-            if entry.priority < priority or looks >= WAKE_TO_FILL_LOOKS:
+            if entry is None or entry.priority < priority or looks >= WAKE_TO_FILL_LOOKS:
                 return
             looks += 1
+            if entry.requeue_at is not None:
+                continue  # backing off after an eviction: its own timer wakes it
             need = entry.requests
             if not _fits_in(need, budget):
                 continue

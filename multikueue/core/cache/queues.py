@@ -456,6 +456,11 @@ class PendingQueues:
         upstream moves its inadmissible Workloads back to the queues a batch period (1 s) after such an
         event. A finished Workload's own ClusterQueue also wakes at once those that can take what it
         gave back (:meth:`wake_to_fill`).
+
+        Why a batch and not at once: when a higher-priority Workload runs back to back in a ClusterQueue
+        (the next one arrives just after the last one finished), the lower-priority Workloads parked
+        behind it, woken by that release or any other in the tree, were admitted into the gap and
+        evicted by the next one, every time (decisions, "Waking parked Workloads").
         """
         names = set(names)
         self._dirty.cluster_queues.update(names)

@@ -179,7 +179,7 @@ class PendingQueues:
         self._tick = 0
         #: Per ClusterQueue, the tick its parked Workloads last woke (all of them).
         self._woken: dict[str, int] = {}
-        #: Parked Workloads: the ClusterQueue, when, and at which priority.
+        #: Parked Workloads: the ClusterQueue and when (the tick).
         self._parked: dict[WorkloadKey, _Park] = {}
         #: Per ClusterQueue, how many entries of ``_parked`` name it (some may have been woken since), and
         #: how many of them are ``for_victims``: a requeue batch is not started for a queue with none.

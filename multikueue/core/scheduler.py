@@ -237,8 +237,9 @@ class CycleResult:
     admitted: list[AdmissionDecision] = field(default_factory=list)
     pending: list[PendingUpdate] = field(default_factory=list)
     preempted: list[PreemptionDecision] = field(default_factory=list)
-    #: ClusterQueues whose preemption was planned this cycle (once each: for their first candidate
-    #: that needs it, in queue order, as upstream plans only for queue heads).
+    #: ClusterQueues whose preemption was planned this cycle and found victims (once each: for their
+    #: first candidate that finds some, in queue order, as upstream plans only for queue heads; see
+    #: :func:`_may_plan`).
     planned_preemption: set[str] = field(default_factory=set, repr=False, compare=False)
     #: Preemption plans run, and those answered "no candidates" without running (:func:`may_find_candidates`).
     plans: int = field(default=0, repr=False, compare=False)
@@ -370,6 +371,8 @@ class _Cycle:
     #: Per ClusterQueue, the pod-set shapes whose preemption was weighed this cycle and found no victims
     #: (see :func:`_no_victims_known`).
     without_victims: dict[str, set[str]] = field(default_factory=dict)
+    #: Under fair sharing, the ClusterQueues whose preemption was weighed this cycle (see :func:`_may_plan`).
+    weighed_fair: set[str] = field(default_factory=set)
     #: (ClusterQueue, namespace) -> whether the queue's ``namespaceSelector`` admits the namespace.
     namespaces: dict[tuple[str, str], bool] = field(default_factory=dict)
     #: Quota trees where a preemptor holds its usage this cycle: nothing is parked there (what does not
@@ -703,9 +706,31 @@ def _known_misfit(cycle: _Cycle, state: ClusterQueueState, workload: PendingWork
     if workload.may_be_partial:  # its reduced counts depend on more than its pod sets
         return None
     assignment = cycle.misfits.get(state.name, {}).get(workload.shape)
-    if assignment is not None and assignment.preemptible and state.name not in cycle.result.planned_preemption:
+    if assignment is not None and assignment.preemptible and _may_plan(cycle, state) and not _no_victims_known(cycle, state, workload):
         return None
     return assignment
+
+
+def _may_plan(cycle: _Cycle, state: ClusterQueueState) -> bool:
+    """Whether a candidate of this ClusterQueue that needs preemption gets its own plan this cycle.
+
+    Once per ClusterQueue and cycle a plan finds victims; after that the
+    queue's later candidates wait (its preemptor holds quota, the victims'
+    is counted as released). A plan that found none changes nothing, so
+    under classical preemption the next candidate needing preemption, of
+    another shape, gets its own, as upstream weighs each head in its own
+    cycle. Before, it was left unweighed and so awake (never parked): after
+    a batch wake, the queue's higher-priority Workloads were parked again
+    while quota was short, its lower-priority ones stayed awake, and when a
+    higher-priority Workload finished a moment later they took what it gave
+    back ahead of those parked (upstream's scalability test: the small
+    Workloads admitted into the gap between two large ones while a backlog
+    of medium ones waited, most of our evictions there). Fair sharing keeps
+    one plan per queue and cycle: its plans weigh shares, not just shapes.
+    """
+    if state.name in cycle.result.planned_preemption:
+        return False
+    return cycle.fair_sharing is None or state.name not in cycle.weighed_fair
 
 
 def _no_victims_known(cycle: _Cycle, state: ClusterQueueState, workload: PendingWorkload) -> bool:
@@ -983,11 +1008,13 @@ def _decide(cycle: _Cycle, entries: list[_Entry], *, reassign_all: bool, defer: 
             )
             continue
         message, preempts, weighed = assignment.message, False, False
-        if assignment.preemptible and state.name not in result.planned_preemption:
-            result.planned_preemption.add(state.name)
+        if assignment.preemptible and _may_plan(cycle, state):
+            if cycle.fair_sharing is not None:
+                cycle.weighed_fair.add(state.name)
             weighed = True
             message, preempts = _preempt(cycle, state, entry, assignment)
             if preempts:
+                result.planned_preemption.add(state.name)
                 touched_trees.add(tree)  # it holds its usage there now: later entries are re-assigned
             elif not entry.workload.may_be_partial:
                 cycle.without_victims.setdefault(state.name, set()).add(entry.workload.shape)

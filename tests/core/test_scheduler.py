@@ -927,6 +927,30 @@ def test_one_preemption_plan_per_cluster_queue_per_cycle_and_no_victim_twice() -
     assert [d.preemptor[1] for d in second.preempted] == ["high-2"]
 
 
+def test_a_plan_that_found_no_victims_leaves_the_next_shape_its_own_plan() -> None:
+    """After a batch wake, the queue's candidates needing preemption are each weighed and parked, lower
+    priority too: none stays awake to take, ahead of the parked higher-priority ones, what a Workload
+    finishing a moment later gives back (upstream's scalability test: small Workloads filled the gap
+    between two large ones while medium ones waited, and the next large one evicted them)."""
+    cache = seed_cache(**LOWER)
+    cache.upsert_workload(workload("large", "9", priority=100, age=100))
+    admit_all(cache, schedule(cache, NOW))
+    for i in range(2):
+        cache.upsert_workload(workload(f"medium-{i}", "5", priority=50, age=50 - i))
+    cache.upsert_workload(workload("small", "1", priority=10, age=60))
+    result = schedule(cache, NOW)
+    assert names(result) == [] and result.preempted == []
+    assert result.plans + result.plans_skipped == 2, "one plan per shape: the second medium is known to find none"
+    for update in result.pending:
+        write_pending(cache, update)
+    assert all(cache.is_parked(("default", n), "cq") for n in ("medium-0", "medium-1", "small"))
+    finish(cache, cache.workload(("default", "large")))
+    # What the large one gave back waits for the requeue batch, for the parked ones in queue order.
+    result = after_requeue_batch(cache)
+    assert names(result) == ["medium-0", "small"]
+    assert pending(result)["medium-1"][1].endswith("1 more needed")
+
+
 def reclaim_cohort() -> Cache:
     """a (4 cpu, preempts), b (2 cpu) borrowing 4 of a's, c (no quota of its own) only borrows; 6 cpu in all."""
     cache = Cache()

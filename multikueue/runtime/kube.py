@@ -32,7 +32,7 @@ from kubernetes.client.rest import ApiException, RESTResponse
 from urllib3 import Retry, Timeout
 from urllib3.exceptions import HTTPError
 
-from multikueue import __version__
+from multikueue import USER_AGENT
 from multikueue.api.resources import ResourceRef
 
 T = TypeVar("T")
@@ -47,10 +47,6 @@ MAX_RETRY_AFTER = 10.0
 LIST_PAGE_SIZE = 500
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-
-#: Who this controller is in the API servers' audit logs and metrics (the client's default names only
-#: the code generator).
-USER_AGENT = f"multikueue/{__version__}"
 
 
 def decode_json(data: str | bytes) -> Any:

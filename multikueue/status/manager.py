@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from multikueue.api import AdmissionCheck, KueueObject, MultiKueueCluster, Workload
 from multikueue.api.constants import GROUP, VERSION
+from multikueue import USER_AGENT
 from multikueue.status.calls import call
 from multikueue.status.errors import api_status, describe
 
@@ -82,7 +83,9 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> cl
                 "no kubeconfig: pass --kubeconfig, set KUBECONFIG or create ~/.kube/config"
             ) from None
     configuration.retries = False
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = USER_AGENT  # audit logs and metrics name the CLI, as they name the controller
+    return api
 
 
 def _one_line(exc: BaseException) -> str:

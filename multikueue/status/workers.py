@@ -33,6 +33,7 @@ from multikueue.runtime.kubeconfig import (
 )
 from multikueue.api import MultiKueueCluster, Workload
 from multikueue.api.constants import GROUP, VERSION, MultiKueue
+from multikueue import USER_AGENT
 from multikueue.api.multikueue import LocationType
 from multikueue.status.calls import call
 from multikueue.status.errors import api_status, describe
@@ -103,7 +104,9 @@ def _client(text: str) -> client.ApiClient:
     # Built from the validated values only, as the controller does: never from the document.
     configuration = client_configuration(valid)
     configuration.retries = False
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = USER_AGENT  # audit logs and metrics name the CLI, as they name the controller
+    return api
 
 
 def _list_copies(api: client.ApiClient, worker: str, namespace: str) -> dict[str, Workload | None]:

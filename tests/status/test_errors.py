@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -72,3 +73,19 @@ def test_call_waits_out_429_then_gives_up(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(ApiException):
         calls.call(forbidden)
     assert len(attempts) == 1
+
+
+def test_the_cli_names_itself_to_the_api_server(tmp_path: Path) -> None:
+    """The status CLI's clients send our User-Agent, as the controller's do, so an audit log tells them apart."""
+    from multikueue import USER_AGENT
+    from multikueue.status.manager import load_client
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    api = load_client(str(kubeconfig))
+    assert api.user_agent == USER_AGENT

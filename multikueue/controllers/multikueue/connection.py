@@ -55,7 +55,8 @@ from multikueue.api.multikueue import LocationType, MultiKueueCluster
 from multikueue.api.resources import ResourceRef
 from multikueue.runtime.expectations import PendingDeletes, uid_of
 from multikueue.runtime.informer import DELETED, NOT_USABLE, Informer, InformerState, object_key
-from multikueue.runtime.kube import USER_AGENT, AsyncKube
+from multikueue import USER_AGENT
+from multikueue.runtime.kube import AsyncKube
 from multikueue.runtime.tasks import cancel_and_wait
 from multikueue.api.resources import SECRETS, WORKLOADS
 from multikueue.controllers.multikueue.fencing import drop_origin_lease, hold_origin_lease

@@ -31,6 +31,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +337,45 @@ def audit_counts(lines: Iterable[str], runner_agent: str = "perf-runner") -> dic
         if (event.get("responseStatus") or {}).get("code") == 409:
             counts[f"{who} 409s"] += 1
     return counts
+
+
+def conflict_causes(lines: Iterable[str], runner_agent: str = "perf-runner", window_s: float = 3.0) -> Counter[tuple[str, str]]:
+    """Each 409 on a Workload write, by who was refused and whose write it last lost to.
+
+    For a refused write, the last successful write to the same Workload (by
+    namespace, name and UID) that completed before it was received, within
+    ``window_s``: (refused client, that write's client), or "none" when there
+    was none in the window. It tells which races a run's conflicts come
+    from: the runner's "Finished" losing to an eviction is (runner,
+    controller); an eviction decided before the runner's "Finished" was seen
+    is (controller, runner).
+    """
+    writes: dict[tuple[str, str, str], list[tuple[datetime, datetime, str, int]]] = {}
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("stage") != "ResponseComplete" or event.get("verb") not in ("update", "patch"):
+            continue
+        ref = event.get("objectRef") or {}
+        key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+        who = "runner" if runner_agent in (event.get("userAgent") or "") else "controller"
+        code = int((event.get("responseStatus") or {}).get("code") or 0)
+        received, done = (_audit_time(event[k]) for k in ("requestReceivedTimestamp", "stageTimestamp"))
+        writes.setdefault(key, []).append((received, done, who, code))
+    causes: Counter[tuple[str, str]] = Counter()
+    for events in writes.values():
+        for received, _, who, code in events:
+            if code != 409:
+                continue
+            before = [(done, by) for _, done, by, c in events if c != 409 and 0 <= (received - done).total_seconds() <= window_s]
+            causes[(who, max(before)[1] if before else "none")] += 1
+    return causes
+
+
+def _audit_time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def runs_to_json(runs: Iterable[Run]) -> str:

@@ -30,7 +30,8 @@ reasons from the Workloads' Preempted conditions after the run),
 (the runner's ``cpuUsed``), controller CPU seconds and peak RSS, apiserver CPU
 seconds (both from /proc over the runner's lifetime), and from the manager
 apiserver's audit log (``--no-audit`` leaves it off) the writes to Workloads
-and the 409s answered, by client: the controller's, the runner's.
+and the 409s answered, by client: the controller's, the runner's, each
+with whose write it lost to (the last one to the same Workload before it).
 
     python bench/scalability.py --generator baseline-1cohort            # 6 ClusterQueues, 3,000 Workloads
     python bench/scalability.py --generator baseline --runs 2           # upstream's full baseline, 15,000
@@ -64,6 +65,7 @@ from _perf import (
     SHIPPED_LIMIT,
     Run,
     audit_counts,
+    conflict_causes,
     client_limit,
     ensure_minimalkueue,
     ensure_runner,
@@ -245,6 +247,9 @@ def one_run(
     if audit and (out / "audit.log").is_file():  # written by the apiserver as it stopped (batch mode)
         with (out / "audit.log").open(errors="replace") as lines:
             run.audit = audit_counts(lines)
+        with (out / "audit.log").open(errors="replace") as lines:
+            causes = conflict_causes(lines)
+        run.extra["409s after"] = {f"{refused} refused after {last}'s write": n for (refused, last), n in causes.most_common()}
     return run
 
 
@@ -346,6 +351,8 @@ def main() -> int:
                 print(run_line(run), flush=True)
                 if lines := request_lines(run):
                     print("  API requests per Workload (every client, over the runner's lifetime):", *lines, sep="\n  ", flush=True)
+                if causes := run.extra.get("409s after"):
+                    print("  409s by the last write the refused one lost to (audit log):", ", ".join(f"{k}: {n}" for k, n in causes.items()), flush=True)
                 if args.json:
                     Path(args.json).write_text(runs_to_json(runs))
     if not runs:

@@ -251,3 +251,38 @@ def test_audit_counts_writes_and_conflicts_by_client() -> None:
     conflicts = next(line for line in perf.table([run], ["ours"]).splitlines() if "answered to the controller" in line)
     assert conflicts == "| 409 conflicts answered to the controller (audit log) | 1 |"
     assert "409s to the controller 1 / to the runner 1" in perf.run_line(run)
+
+
+def _write(agent: str, name: str, received: str, done: str, code: int) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "stage": "ResponseComplete",
+            "verb": "patch",
+            "userAgent": agent,
+            "objectRef": {"namespace": "cq-0", "name": name, "uid": f"uid-{name}"},
+            "requestReceivedTimestamp": f"2026-11-27T06:00:{received}Z",
+            "stageTimestamp": f"2026-11-27T06:00:{done}Z",
+            "responseStatus": {"code": code},
+        }
+    )
+
+
+def test_conflict_causes_name_the_write_each_409_lost_to() -> None:
+    runner, ours = "kueue-perf-runner-v0.19.2/v0.0.0", "multikueue/0.1.0"
+    lines = [
+        # a: reserved by us, evicted by us, then the runner's Finished is refused.
+        _write(ours, "a", "01.000000", "01.010000", 200),
+        _write(ours, "a", "01.500000", "01.510000", 200),
+        _write(runner, "a", "01.520000", "01.530000", 409),
+        # b: the runner finishes it, then our eviction (decided before we saw that) is refused.
+        _write(ours, "b", "01.000000", "01.010000", 200),
+        _write(runner, "b", "01.400000", "01.410000", 200),
+        _write(ours, "b", "01.450000", "01.460000", 409),
+        # c: a 409 with no successful write in the window, and one still in flight when it was received.
+        _write(ours, "c", "01.000000", "05.000000", 200),
+        _write(runner, "c", "04.900000", "04.910000", 409),
+        "not json",
+    ]
+    assert perf.conflict_causes(lines) == {("runner", "controller"): 1, ("controller", "runner"): 1, ("runner", "none"): 1}

@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -325,6 +325,15 @@ def audit_counts(lines: Iterable[str], runner_agent: str = "perf-runner") -> dic
     is the controller under test (the benchmark itself only reads).
     """
     counts = {"controller writes": 0, "controller 409s": 0, "runner writes": 0, "runner 409s": 0}
+    for _, who, code in _audit_writes(lines, runner_agent):
+        counts[f"{who} writes"] += 1
+        if code == 409:
+            counts[f"{who} 409s"] += 1
+    return counts
+
+
+def _audit_writes(lines: Iterable[str], runner_agent: str) -> Iterator[tuple[dict[str, Any], str, int]]:
+    """The completed writes (update, patch) in an audit log: (event, "runner" or "controller", HTTP code)."""
     for line in lines:
         try:
             event = json.loads(line)
@@ -333,10 +342,7 @@ def audit_counts(lines: Iterable[str], runner_agent: str = "perf-runner") -> dic
         if event.get("stage") != "ResponseComplete" or event.get("verb") not in ("update", "patch"):
             continue
         who = "runner" if runner_agent in (event.get("userAgent") or "") else "controller"
-        counts[f"{who} writes"] += 1
-        if (event.get("responseStatus") or {}).get("code") == 409:
-            counts[f"{who} 409s"] += 1
-    return counts
+        yield event, who, int((event.get("responseStatus") or {}).get("code") or 0)
 
 
 def conflict_causes(lines: Iterable[str], runner_agent: str = "perf-runner", window_s: float = 3.0) -> Counter[tuple[str, str]]:
@@ -351,17 +357,9 @@ def conflict_causes(lines: Iterable[str], runner_agent: str = "perf-runner", win
     is (controller, runner).
     """
     writes: dict[tuple[str, str, str], list[tuple[datetime, datetime, str, int]]] = {}
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("stage") != "ResponseComplete" or event.get("verb") not in ("update", "patch"):
-            continue
+    for event, who, code in _audit_writes(lines, runner_agent):
         ref = event.get("objectRef") or {}
         key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
-        who = "runner" if runner_agent in (event.get("userAgent") or "") else "controller"
-        code = int((event.get("responseStatus") or {}).get("code") or 0)
         received, done = (_audit_time(event[k]) for k in ("requestReceivedTimestamp", "stageTimestamp"))
         writes.setdefault(key, []).append((received, done, who, code))
     causes: Counter[tuple[str, str]] = Counter()

@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -318,22 +318,14 @@ rules:
 """
 
 
-def audit_counts(lines: Iterable[str], runner_agent: str = "perf-runner") -> dict[str, int]:
-    """Writes to Workloads and the 409s among them, by client, from an audit log (JSON lines).
+def audit_writes(lines: Iterable[str], runner_agent: str = "perf-runner") -> list[tuple[dict[str, Any], str, int]]:
+    """The completed writes (update, patch) to Workloads in an audit log (JSON lines), parsed once for the figures below.
 
-    The runner names itself (``kueue-perf-runner-...``); every other writer
-    is the controller under test (the benchmark itself only reads).
+    Each is (event, "runner" or "controller", HTTP code). The runner names
+    itself (``kueue-perf-runner-...``); every other writer is the controller
+    under test (the benchmark itself only reads).
     """
-    counts = {"controller writes": 0, "controller 409s": 0, "runner writes": 0, "runner 409s": 0}
-    for _, who, code in _audit_writes(lines, runner_agent):
-        counts[f"{who} writes"] += 1
-        if code == 409:
-            counts[f"{who} 409s"] += 1
-    return counts
-
-
-def _audit_writes(lines: Iterable[str], runner_agent: str) -> Iterator[tuple[dict[str, Any], str, int]]:
-    """The completed writes (update, patch) in an audit log: (event, "runner" or "controller", HTTP code)."""
+    writes = []
     for line in lines:
         try:
             event = json.loads(line)
@@ -342,11 +334,22 @@ def _audit_writes(lines: Iterable[str], runner_agent: str) -> Iterator[tuple[dic
         if event.get("stage") != "ResponseComplete" or event.get("verb") not in ("update", "patch"):
             continue
         who = "runner" if runner_agent in (event.get("userAgent") or "") else "controller"
-        yield event, who, int((event.get("responseStatus") or {}).get("code") or 0)
+        writes.append((event, who, int((event.get("responseStatus") or {}).get("code") or 0)))
+    return writes
 
 
-def conflict_causes(lines: Iterable[str], runner_agent: str = "perf-runner", window_s: float = 3.0) -> Counter[tuple[str, str]]:
-    """Each 409 on a Workload write, by who was refused and whose write it last lost to.
+def audit_counts(writes: Iterable[tuple[dict[str, Any], str, int]]) -> dict[str, int]:
+    """Writes to Workloads and the 409s among them, by client (from :func:`audit_writes`)."""
+    counts = {"controller writes": 0, "controller 409s": 0, "runner writes": 0, "runner 409s": 0}
+    for _, who, code in writes:
+        counts[f"{who} writes"] += 1
+        if code == 409:
+            counts[f"{who} 409s"] += 1
+    return counts
+
+
+def conflict_causes(writes: Iterable[tuple[dict[str, Any], str, int]], window_s: float = 3.0) -> Counter[tuple[str, str]]:
+    """Each 409 on a Workload write (from :func:`audit_writes`), by who was refused and whose write it last lost to.
 
     For a refused write, the last successful write to the same Workload (by
     namespace, name and UID) that completed before it was received, within
@@ -356,14 +359,14 @@ def conflict_causes(lines: Iterable[str], runner_agent: str = "perf-runner", win
     controller); an eviction decided before the runner's "Finished" was seen
     is (controller, runner).
     """
-    writes: dict[tuple[str, str, str], list[tuple[datetime, datetime, str, int]]] = {}
-    for event, who, code in _audit_writes(lines, runner_agent):
+    by_workload: dict[tuple[str, str, str], list[tuple[datetime, datetime, str, int]]] = {}
+    for event, who, code in writes:
         ref = event.get("objectRef") or {}
         key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
         received, done = (_audit_time(event[k]) for k in ("requestReceivedTimestamp", "stageTimestamp"))
-        writes.setdefault(key, []).append((received, done, who, code))
+        by_workload.setdefault(key, []).append((received, done, who, code))
     causes: Counter[tuple[str, str]] = Counter()
-    for events in writes.values():
+    for events in by_workload.values():
         for received, _, who, code in events:
             if code != 409:
                 continue

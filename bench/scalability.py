@@ -65,8 +65,9 @@ from _perf import (
     SHIPPED_LIMIT,
     Run,
     audit_counts,
-    conflict_causes,
+    audit_writes,
     client_limit,
+    conflict_causes,
     ensure_minimalkueue,
     ensure_runner,
     generator,
@@ -246,9 +247,9 @@ def one_run(
     )
     if audit and (out / "audit.log").is_file():  # written by the apiserver as it stopped (batch mode)
         with (out / "audit.log").open(errors="replace") as lines:
-            run.audit = audit_counts(lines)
-        with (out / "audit.log").open(errors="replace") as lines:
-            causes = conflict_causes(lines)
+            writes = audit_writes(lines)
+        run.audit = audit_counts(writes)
+        causes = conflict_causes(writes)
         run.extra["409s after"] = {f"{refused} refused after {last}'s write": n for (refused, last), n in causes.most_common()}
     return run
 

@@ -244,7 +244,7 @@ def test_audit_counts_writes_and_conflicts_by_client() -> None:
         _audit_line("multikueue/0.1.0", "create", 201),  # not a write to an existing Workload
         "not json",
     ]
-    counts = perf.audit_counts(lines)
+    counts = perf.audit_counts(perf.audit_writes(lines))
     assert counts == {"controller writes": 2, "controller 409s": 1, "runner writes": 2, "runner 409s": 1}
     run = _run("ours", 166)
     run.audit = counts
@@ -285,4 +285,4 @@ def test_conflict_causes_name_the_write_each_409_lost_to() -> None:
         _write(runner, "c", "04.900000", "04.910000", 409),
         "not json",
     ]
-    assert perf.conflict_causes(lines) == {("runner", "controller"): 1, ("controller", "runner"): 1, ("runner", "none"): 1}
+    assert perf.conflict_causes(perf.audit_writes(lines)) == {("runner", "controller"): 1, ("controller", "runner"): 1, ("runner", "none"): 1}

@@ -303,13 +303,14 @@ class Run:
         return requests_total(counts) / self.workloads
 
 
-#: The manager apiserver's audit policy for a run: one line per write to a Workload, without bodies.
-AUDIT_POLICY = """\
+#: The manager apiserver's audit policy for a run: one line per write to a Workload, without bodies
+#: (``PERF_AUDIT_LEVEL=Request`` keeps each write's body too, to see what an eviction or a 409 carried).
+AUDIT_POLICY = f"""\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
-- level: Metadata
+- level: {os.environ.get("PERF_AUDIT_LEVEL", "Metadata")}
   resources:
   - group: kueue.x-k8s.io
     resources: ["workloads", "workloads/status"]

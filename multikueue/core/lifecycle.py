@@ -138,6 +138,22 @@ def may_report_pending(wl: Workload | None, *, assumed: bool) -> bool:
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
 
+def says_pending(wl: Workload, reason: str, message: str) -> bool:
+    """Whether ``wl`` already says it waits for ``reason`` with exactly ``message``.
+
+    A report is decided on the version a cycle saw and written later; an
+    earlier report of the same words may have been written meanwhile.
+    """
+    status = wl.status
+    current = find_condition(status.conditions if status else None, QUOTA_RESERVED)
+    return (
+        current is not None
+        and current.status == ConditionStatus.FALSE
+        and current.reason == reason
+        and current.message == message
+    )
+
+
 def only_numbers_differ(wl: Workload, reason: str, message: str) -> bool:
     """Whether ``wl`` already says it waits for ``reason`` with ``message`` but for its figures.
 

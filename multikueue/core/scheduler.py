@@ -14,7 +14,8 @@ for the I/O layer to write:
   message (only produced when that differs from what the Workload says);
 - for each :class:`PreemptionDecision`: evict the victim
   (:func:`multikueue.core.lifecycle.preempted`) on the resourceVersion the
-  cache holds; the preemptor got a ``PendingUpdate`` saying it waits for
+  decision was made on (``victim_version``), and drop the decision if the
+  victim changed since (it finished, say): the preemptor got a ``PendingUpdate`` saying it waits for
   them, and a later cycle admits it once their quota is released;
 - when ``next_cycle_at`` is set, run a cycle then even if no event arrives
   (a Workload's requeue backoff ends).
@@ -190,6 +191,9 @@ class PreemptionDecision:
 
     ``reason`` is the ``Preempted`` condition's reason; ``message`` goes on
     both the ``Evicted`` and ``Preempted`` conditions (upstream's wording).
+    ``victim_version`` is the victim's resourceVersion the plan was made on:
+    a victim that changed since (finished, evicted by someone else) is not
+    evicted on a newer version the plan never saw.
     """
 
     victim: WorkloadKey
@@ -197,6 +201,7 @@ class PreemptionDecision:
     preempting_cluster_queue: str
     reason: str
     message: str
+    victim_version: str | None = None
 
 
 #: Entries a :class:`CycleMemo` may hold beyond the holders its last cycle weighed before it is pruned.
@@ -653,8 +658,12 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
     cycle.misfits.clear()  # the victims' usage now counts as released: what did not fit may fit
     cycle.without_victims.clear()
     for victim in plan.victims:
+        victim_wl = cycle.cache.workload(victim.workload.key)
         result.preempted.append(
-            PreemptionDecision(victim.workload.key, entry.workload.key, state.name, victim.reason, victim.message)
+            PreemptionDecision(
+                victim.workload.key, entry.workload.key, state.name, victim.reason, victim.message,
+                victim_wl.metadata.resource_version if victim_wl is not None else None,
+            )
         )
         victim_state = cycle.cache.cluster_queue_state(victim.workload.cluster_queue)
         if victim_state is not None:

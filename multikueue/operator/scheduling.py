@@ -11,10 +11,11 @@ stops, its writes in flight cancelled, when this replica stops leading.
 
 Writes run in the background, bounded, so one slow write never holds a cycle;
 a reservation that fails drops its assumption so the next cycle sees the
-quota free again. A preemption evicts its victim on the resourceVersion the
-cache holds: a cycle that runs before the eviction is seen plans the same
-victim again, and that second write is skipped while the first is in flight
-(or refused as stale after it).
+quota free again. A preemption evicts its victim on the resourceVersion its
+plan was made on, and not at all if the cache has a newer one by then: a
+cycle that runs before the eviction is seen plans the same victim again, and
+that second write is skipped while the first is in flight (or refused as
+stale after it).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ CYCLE_COALESCE_MAX_SECONDS = 0.1
 HEADS_PER_QUEUE = 8
 #: Bound on concurrent admission writes.
 WRITE_CONCURRENCY = 32
+#: Bound on concurrent evictions, apart from the admissions': an eviction is decided on a victim that may be
+#: finishing right then, so it is not queued behind a cycle's worth of reservations (its plan goes stale).
+EVICTION_CONCURRENCY = 8
 #: Bound on concurrent "why it waits" writes: informative, so they yield to admissions.
 PENDING_WRITE_CONCURRENCY = 4
 #: A "why it waits" message whose only change is a figure ("3 more needed" -> "2 more needed") is written
@@ -235,30 +239,42 @@ class SchedulingLoop:
                 self.notify()
 
     async def _preempt(self, decision: PreemptionDecision, gate: asyncio.Semaphore) -> None:
-        wl = self.cache.workload(decision.victim)
-        if wl is None or not lifecycle.holds_quota(wl):
-            self._evicting.pop(decision.victim, None)
-            return
-        rv = wl.metadata.resource_version
-        if decision.victim in self._evicting and self._evicting[decision.victim] in (None, rv):
+        """Evict one victim on the resourceVersion the plan was made on, or drop the plan if the victim moved on.
+
+        The cache is read again once the gate is held: a victim that finished
+        (or changed in any way) since the cycle planned is not evicted. The
+        write would be refused as stale anyway, after a round trip, and the
+        quota it gave back may be all the preemptor needed; the next cycle
+        plans on what the cache holds now.
+        """
+        version = decision.victim_version
+        if decision.victim in self._evicting and self._evicting[decision.victim] in (None, version):
             return  # in flight, or written and not yet seen by the cache
         self._evicting[decision.victim] = None
-        written = False
+        written: str | None = None  # the version evicted
         try:
             async with gate:
+                wl = self.cache.workload(decision.victim)
+                if wl is None or not lifecycle.holds_quota(wl):
+                    return
+                if version is not None and wl.metadata.resource_version != version:
+                    log.debug("preemption dropped: the victim changed since it was planned",
+                              workload=f"{wl.namespace}/{wl.name}")  # fmt: skip
+                    return
                 update = lifecycle.preempted(wl, decision.reason, decision.message, utcnow())
                 name = f"{wl.namespace}/{wl.name}"
                 try:
-                    written = await self.writer.apply(wl, update)
+                    if await self.writer.apply(wl, update):
+                        written = wl.metadata.resource_version
                 except (ApiException, OSError) as exc:
                     log.error("preemption not written; the next cycle plans again", workload=name, error=str(exc)[:200])
-                if written:
+                if written is not None:
                     metrics.workload_preempted(decision.preempting_cluster_queue, decision.reason)
                     log.debug("preempted", workload=name, reason=decision.reason,
                              preemptor=f"{decision.preemptor[0]}/{decision.preemptor[1]}")  # fmt: skip
         finally:
-            if written:
-                self._evicting[decision.victim] = rv
+            if written is not None:
+                self._evicting[decision.victim] = written
             else:
                 self._evicting.pop(decision.victim, None)
                 self.notify()
@@ -291,6 +307,8 @@ class SchedulingLoop:
         wl = self.cache.workload(update.key)
         if wl is None or not lifecycle.may_report_pending(wl, assumed=self.cache.is_assumed(update.key)):
             return
+        if lifecycle.says_pending(wl, update.reason, update.message):
+            return  # an earlier report of the same words was written after this one was decided
         now = time.monotonic()
         if lifecycle.only_numbers_differ(wl, update.reason, update.message):
             wait = self._figures.wait(update.key, now)
@@ -326,6 +344,7 @@ class SchedulingLoop:
         """
         log.info("scheduling loop started")
         gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+        eviction_gate = asyncio.Semaphore(EVICTION_CONCURRENCY)
         inflight: set[asyncio.Task[None]] = set()
         background: set[asyncio.Task[None]] = set()
 
@@ -372,7 +391,7 @@ class SchedulingLoop:
                     spawn(self._admit(decision, gate))
                 self._forget_seen_evictions()
                 for preemption in result.preempted:
-                    spawn(self._preempt(preemption, gate))
+                    spawn(self._preempt(preemption, eviction_gate))
                 for update in result.pending:
                     self.pending_reports.add(update)
                 if time.monotonic() - last_status > QUEUE_STATUS_SECONDS:

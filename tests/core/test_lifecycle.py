@@ -16,6 +16,7 @@ from multikueue.core.lifecycle import (
     may_report_pending,
     next_update,
     only_numbers_differ,
+    says_pending,
     pending_status,
     reservation_status,
 )
@@ -193,6 +194,17 @@ def test_a_why_it_waits_message_that_changed_only_in_its_figures_is_told_apart()
     assert not only_numbers_differ(wl, "Inadmissible", said.replace("3 more", "2 more"))  # another reason
     assert not only_numbers_differ(wl, "Pending", said + ". Pending the preemption of 2 workload(s)")
     assert not only_numbers_differ(workload(reserved=False), "Pending", said)  # nothing said yet
+
+
+def test_a_report_the_workload_already_says_word_for_word_is_not_written_again() -> None:
+    """Issue 16: a report decided on an older version, written after an earlier one with the same words."""
+    said = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor rf, 3 more needed"
+    wl = Workload.from_k8s({**workload(reserved=False).to_k8s(), "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": said, "lastTransitionTime": T0}]}})
+    assert says_pending(wl, "Pending", said)
+    assert not says_pending(wl, "Pending", said.replace("3 more", "2 more"))
+    assert not says_pending(wl, "Inadmissible", said)
+    assert not says_pending(workload(reserved=False), "Pending", said)
 
 
 def test_finishing_replaces_an_earlier_finished_condition() -> None:

@@ -312,11 +312,14 @@ def test_a_misfit_is_assigned_again_after_a_preemption_released_quota() -> None:
     cache = seed_cache(quotas={"default-flavor": {"cpu": 8, "memory": "8Gi"}}, preemption={"withinClusterQueue": "LowerPriority"})
     cache.upsert_workload(workload("low", "8", priority=0, age=1000))
     [decision] = schedule(cache, NOW).admitted
-    confirm(cache, decision)
+    body = confirm(cache, decision).to_k8s()
+    body["metadata"]["resourceVersion"] = "41"
+    cache.upsert_workload(Workload.from_k8s(body))
     cache.upsert_workload(workload("high-1", "8", priority=10, age=50))
     cache.upsert_workload(workload("high-2", "8", priority=10, age=40))
     result = schedule(cache, NOW)
     assert [d.victim[1] for d in result.preempted] == ["low"]
+    assert result.preempted[0].victim_version == "41", "the eviction is written on the version the plan weighed"
     assert result.admitted == []
     # high-2 is checked against the tree with high-1 holding the released quota: it still waits.
     assert set(pending(result)) == {"high-1", "high-2"}

@@ -8,14 +8,25 @@ label, as upstream users set them.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from multikueue.api.resources import WORKLOADS
+from multikueue.api.workload import Workload
+from multikueue.core.cache import Cache
+from multikueue.core.scheduler import PreemptionDecision
 from multikueue.dev import objects as o
 from multikueue.dev.pytest_plugin import Clusters
 from multikueue.integrations.naming import workload_name_for_owner
+from multikueue.operator.scheduling import SchedulingLoop
+from multikueue.runtime.events import EventRecorder
+from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.queue_status import QueueStatusWriter
+from multikueue.runtime.writer import WorkloadWriter
 
 pytestmark = pytest.mark.integration
 
@@ -108,3 +119,54 @@ def test_a_jobs_pod_priority_class_gives_its_workload_priority(
         assert wl["spec"]["priorityClassRef"] == {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": f"pods-{ns}"}
     finally:
         scheduling.delete_priority_class(f"pods-{ns}")
+
+
+def _holding_quota(kueue: o.Kueue, ns: str, name: str) -> dict[str, Any]:
+    """A Workload given a reservation by hand (its queue does not exist: no controller takes it up)."""
+    kueue.create(o.workload(ns, name, "nowhere", {"cpu": "1"}))
+    now = "2026-01-01T00:00:00Z"
+    status = {
+        "admission": {
+            "clusterQueue": f"cq-{ns}",
+            "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}],
+        },
+        "conditions": [
+            {"type": t, "status": "True", "reason": t, "message": "by the test", "lastTransitionTime": now}
+            for t in ("QuotaReserved", "Admitted")
+        ],
+    }
+    kueue.objects.patch_namespaced_custom_object_status(o.GROUP, o.VERSION, ns, "workloads", name, {"status": status})
+    return kueue.get("Workload", name, ns)
+
+
+@pytest.mark.asyncio
+async def test_an_eviction_planned_on_an_older_version_of_its_victim_is_dropped(
+    kueue: o.Kueue, admin_kube: Callable[[int], AsyncKube], namespace: str
+) -> None:
+    """Issue 16: a victim that changed after the cycle planned (the runner finished it) is not evicted.
+
+    The write would be refused as stale after a round trip, or, worse, evict
+    a newer state the plan never weighed; the loop drops the plan before
+    writing and the next cycle plans on what the cache holds.
+    """
+    ns = namespace
+    body = _holding_quota(kueue, ns, "victim")
+    kube = admin_kube(0)
+    cache = Cache()
+    writer = WorkloadWriter(kube, EventRecorder(kube, ns), on_written=cache.upsert_workload)
+    loop = SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache))
+    cache.upsert_workload(Workload.from_k8s(await kube.get(WORKLOADS, ns, "victim")))
+    current = body["metadata"]["resourceVersion"]
+
+    def decision(version: str) -> PreemptionDecision:
+        return PreemptionDecision((ns, "victim"), (ns, "preemptor"), f"cq-{ns}", "InClusterQueue", "test", version)
+
+    older = str(int(current) - 1)
+    await loop._preempt(decision(older), asyncio.Semaphore(1))
+    assert writer.writes["status:preempted"] == 0, "planned on another version: nothing written"
+    assert o.is_true(kueue.get("Workload", "victim", ns), "QuotaReserved")
+
+    await loop._preempt(decision(current), asyncio.Semaphore(1))
+    assert writer.writes["status:preempted"] == 1
+    victim = kueue.get("Workload", "victim", ns)
+    assert o.is_true(victim, "Evicted") and not o.is_true(victim, "QuotaReserved")

@@ -376,6 +376,62 @@ def conflict_causes(writes: Iterable[tuple[dict[str, Any], str, int]], window_s:
     return causes
 
 
+def _body_says(event: Mapping[str, Any]) -> tuple[bool, bool, bool, bool]:
+    """What a write's body (``PERF_AUDIT_LEVEL=Request``) sets: admission, Evicted=True, Finished=True, QuotaReserved=False."""
+    status = ((event.get("requestObject") or {}).get("status")) or {}
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    false = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "False"}
+    return bool(status.get("admission")), "Evicted" in true, "Finished" in true, "QuotaReserved" in false
+
+
+def eviction_races(writes: Iterable[tuple[dict[str, Any], str, int]]) -> Counter[str] | None:
+    """How the controller's evictions met the runner's "Finished" of the same Workload; ``None`` without bodies.
+
+    Needs a Request-level audit log (``PERF_AUDIT_LEVEL=Request``): an
+    eviction is a write of the controller that sets ``Evicted=True`` while
+    the Workload holds the quota of its last reservation. Counted:
+
+    - ``evictions``: sent (refused ones included);
+    - ``on a finished Workload, refused``: sent after the runner's Finished
+      was written, and answered 409 (ours: written on the version the plan
+      saw);
+    - ``on a finished Workload, written``: the same, written anyway
+      (upstream's loose apply: the Workload ends both Finished and Evicted);
+    - ``runner's Finished refused after it``: the runner's Finished sent on
+      the version before the eviction, refused.
+
+    Both systems' races are then on the same footing: the first two rows
+    are the same race, which upstream's controller never sees as a 409.
+    """
+    ordered = sorted(writes, key=lambda w: str(w[0].get("requestReceivedTimestamp")))
+    if not any("requestObject" in event for event, _, _ in ordered):
+        return None
+    races: Counter[str] = Counter()
+    state: dict[tuple[str, str, str], dict[str, bool]] = {}
+    for event, who, code in ordered:
+        ref = event.get("objectRef") or {}
+        key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+        s = state.setdefault(key, {"held": False, "finished": False, "evicted": False})
+        admission, evicted, finished, unreserved = _body_says(event)
+        if who == "controller" and evicted and s["held"] and not s["evicted"]:
+            races["evictions"] += 1
+            if s["finished"]:
+                races["on a finished Workload, " + ("refused" if code == 409 else "written")] += 1
+        if who == "runner" and finished and code == 409 and s["evicted"]:
+            races["runner's Finished refused after it"] += 1
+        if code != 200:
+            continue
+        if admission:
+            s.update(held=True, finished=False, evicted=False)
+        elif finished:
+            s["finished"] = True
+        elif evicted and who == "controller" and s["held"]:
+            s["evicted"] = True
+        elif unreserved:
+            s["held"] = False
+    return races
+
+
 def _audit_time(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
@@ -517,6 +573,15 @@ def table(runs: Sequence[Run], systems: Sequence[str], ours: str = "ours") -> st
         reasons.append(", ".join(f"{k} {v}" for k, v in sorted(total.items())) or "none")
     reasons += [""] * (len(header) - len(reasons))
     lines.append("| " + " | ".join(reasons) + " |")
+    if any(r.extra.get("eviction races") for r in runs if r.system in systems):
+        races = ["evictions against the runner's Finished (Request-level audit, summed over the runs that have it)"]
+        for s in systems:
+            summed: Counter[str] = Counter()
+            for r in by_system[s]:
+                summed.update(r.extra.get("eviction races") or {})
+            races.append(", ".join(f"{k} {v}" for k, v in summed.items()) or "no bodies")
+        races += [""] * (len(header) - len(races))
+        lines.append("| " + " | ".join(races) + " |")
     left_out = [r for r in runs if r.incomplete and r.system in systems]
     if left_out:
         lines.append("")

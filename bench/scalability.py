@@ -70,6 +70,7 @@ from _perf import (
     conflict_causes,
     ensure_minimalkueue,
     ensure_runner,
+    eviction_races,
     generator,
     parse_run,
     proc_stat,
@@ -251,6 +252,8 @@ def one_run(
         run.audit = audit_counts(writes)
         causes = conflict_causes(writes)
         run.extra["409s after"] = {f"{refused} refused after {last}'s write": n for (refused, last), n in causes.most_common()}
+        if (races := eviction_races(writes)) is not None:
+            run.extra["eviction races"] = dict(races)
     return run
 
 
@@ -354,6 +357,8 @@ def main() -> int:
                     print("  API requests per Workload (every client, over the runner's lifetime):", *lines, sep="\n  ", flush=True)
                 if causes := run.extra.get("409s after"):
                     print("  409s by the last write the refused one lost to (audit log):", ", ".join(f"{k}: {n}" for k, n in causes.items()), flush=True)
+                if races := run.extra.get("eviction races"):
+                    print("  evictions against the runner's Finished (request bodies):", ", ".join(f"{k}: {n}" for k, n in races.items()), flush=True)
                 if args.json:
                     Path(args.json).write_text(runs_to_json(runs))
     if not runs:

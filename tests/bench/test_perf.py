@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -253,20 +254,22 @@ def test_audit_counts_writes_and_conflicts_by_client() -> None:
     assert "409s to the controller 1 / to the runner 1" in perf.run_line(run)
 
 
-def _write(agent: str, name: str, received: str, done: str, code: int) -> str:
+def _write(agent: str, name: str, received: str, done: str, code: int, status: dict[str, Any] | None = None) -> str:
+    """One audit line; ``status`` is the request body's status (a Request-level log), left out when ``None``."""
     import json
 
-    return json.dumps(
-        {
-            "stage": "ResponseComplete",
-            "verb": "patch",
-            "userAgent": agent,
-            "objectRef": {"namespace": "cq-0", "name": name, "uid": f"uid-{name}"},
-            "requestReceivedTimestamp": f"2026-11-27T06:00:{received}Z",
-            "stageTimestamp": f"2026-11-27T06:00:{done}Z",
-            "responseStatus": {"code": code},
-        }
-    )
+    event: dict[str, Any] = {
+        "stage": "ResponseComplete",
+        "verb": "patch",
+        "userAgent": agent,
+        "objectRef": {"namespace": "cq-0", "name": name, "uid": f"uid-{name}"},
+        "requestReceivedTimestamp": f"2026-11-27T06:00:{received}Z",
+        "stageTimestamp": f"2026-11-27T06:00:{done}Z",
+        "responseStatus": {"code": code},
+    }
+    if status is not None:
+        event["requestObject"] = {"status": status}
+    return json.dumps(event)
 
 
 def test_conflict_causes_name_the_write_each_409_lost_to() -> None:
@@ -286,3 +289,41 @@ def test_conflict_causes_name_the_write_each_409_lost_to() -> None:
         "not json",
     ]
     assert perf.conflict_causes(perf.audit_writes(lines)) == {("runner", "controller"): 1, ("controller", "runner"): 1, ("runner", "none"): 1}
+
+
+def test_eviction_races_put_refused_and_loose_evictions_of_finished_workloads_on_one_footing() -> None:
+    runner, ours = "kueue-perf-runner-v0.19.2/v0.0.0", "multikueue/0.1.0"
+
+    def cond(type_: str, status: str = "True") -> dict[str, Any]:
+        return {"type": type_, "status": status}
+
+    reserve = {"admission": {"clusterQueue": "cq"}, "conditions": [cond("QuotaReserved")]}
+    evict = {"admission": None, "conditions": [cond("QuotaReserved", "False"), cond("Evicted")]}
+    loose_evict = {"conditions": [cond("Evicted"), cond("Preempted")]}
+    finish = {"conditions": [cond("Finished")]}
+    lines = [
+        # a: evicted, then the runner's Finished (read before the eviction) is refused.
+        _write(ours, "a", "01.000000", "01.010000", 200, reserve),
+        _write(ours, "a", "01.500000", "01.510000", 200, evict),
+        _write(runner, "a", "01.520000", "01.530000", 409, finish),
+        # b: finished, then our eviction decided before we saw it is refused.
+        _write(ours, "b", "01.000000", "01.010000", 200, reserve),
+        _write(runner, "b", "01.400000", "01.410000", 200, finish),
+        _write(ours, "b", "01.450000", "01.460000", 409, evict),
+        # c: the same race against a loose apply: written on the finished Workload.
+        _write(ours, "c", "01.000000", "01.010000", 200, reserve),
+        _write(runner, "c", "01.400000", "01.410000", 200, finish),
+        _write(ours, "c", "01.450000", "01.460000", 200, loose_evict),
+        # d: a later "why it waits" write still carries Evicted=True: not a second eviction.
+        _write(ours, "d", "01.000000", "01.010000", 200, reserve),
+        _write(ours, "d", "01.500000", "01.510000", 200, evict),
+        _write(ours, "d", "02.000000", "02.010000", 200, {"conditions": [cond("QuotaReserved", "False"), cond("Evicted")]}),
+    ]
+    races = perf.eviction_races(perf.audit_writes(lines))
+    assert races == {
+        "evictions": 4,
+        "runner's Finished refused after it": 1,
+        "on a finished Workload, refused": 1,
+        "on a finished Workload, written": 1,
+    }
+    assert perf.eviction_races(perf.audit_writes([_write(ours, "a", "01.000000", "01.010000", 200)])) is None, "no bodies"

@@ -358,14 +358,18 @@ def conflict_causes(writes: Iterable[tuple[dict[str, Any], str, int]], window_s:
     was none in the window. It tells which races a run's conflicts come
     from: the runner's "Finished" losing to an eviction is (runner,
     controller); an eviction decided before the runner's "Finished" was seen
-    is (controller, runner).
+    is (controller, runner). With request bodies (``PERF_AUDIT_LEVEL=Request``)
+    each side also names what the write did (:func:`write_kinds`), e.g.
+    ("runner finish", "controller evict").
     """
+    writes = list(writes)
+    kinds = write_kinds(writes)
     by_workload: dict[tuple[str, str, str], list[tuple[datetime, datetime, str, int]]] = {}
-    for event, who, code in writes:
+    for i, (event, who, code) in enumerate(writes):
         ref = event.get("objectRef") or {}
         key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
         received, done = (_audit_time(event[k]) for k in ("requestReceivedTimestamp", "stageTimestamp"))
-        by_workload.setdefault(key, []).append((received, done, who, code))
+        by_workload.setdefault(key, []).append((received, done, f"{who} {kinds[i]}" if kinds else who, code))
     causes: Counter[tuple[str, str]] = Counter()
     for events in by_workload.values():
         for received, _, who, code in events:
@@ -384,12 +388,54 @@ def _body_says(event: Mapping[str, Any]) -> tuple[bool, bool, bool, bool]:
     return bool(status.get("admission")), "Evicted" in true, "Finished" in true, "QuotaReserved" in false
 
 
+def write_kinds(writes: Iterable[tuple[dict[str, Any], str, int]]) -> list[str] | None:
+    """What each write (from :func:`audit_writes`, in that order) did, read from its body; ``None`` without bodies.
+
+    Needs a Request-level audit log (``PERF_AUDIT_LEVEL=Request``). Kinds:
+    ``evict`` (the controller sets ``Evicted=True`` while the Workload holds
+    the quota of its last reservation; upstream's apply restates the
+    admission, ours clears it), ``reserve`` (sets an admission, not
+    evicted), ``finish`` (``Finished=True``), ``finish eviction`` (the
+    runner sets ``QuotaReserved=False``: upstream's runner does the second
+    step of an eviction, as a job controller would), ``pending`` (the
+    controller's "why it waits"), ``other``. Each Workload's writes are
+    followed in the order they were received.
+    """
+    writes = list(writes)
+    if not any("requestObject" in event for event, _, _ in writes):
+        return None
+    kinds = ["other"] * len(writes)
+    state: dict[tuple[str, str, str], dict[str, bool]] = {}
+    order = sorted(range(len(writes)), key=lambda i: str(writes[i][0].get("requestReceivedTimestamp")))
+    for i in order:
+        event, who, code = writes[i]
+        ref = event.get("objectRef") or {}
+        key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+        s = state.setdefault(key, {"held": False, "evicted": False})
+        admission, evicted, finished, unreserved = _body_says(event)
+        if who == "controller" and evicted and s["held"] and not s["evicted"]:
+            kinds[i] = "evict"  # upstream's apply restates the admission; ours clears it in the same write
+        elif admission and not evicted:
+            kinds[i] = "reserve"
+        elif finished:
+            kinds[i] = "finish"
+        elif unreserved:
+            kinds[i] = "finish eviction" if who == "runner" else "pending"
+        if code != 200:
+            continue
+        if kinds[i] == "reserve":
+            s.update(held=True, evicted=False)
+        elif kinds[i] == "evict":
+            s.update(held=admission, evicted=True)
+        elif kinds[i] in ("finish eviction", "pending"):
+            s["held"] = False
+    return kinds
+
+
 def eviction_races(writes: Iterable[tuple[dict[str, Any], str, int]]) -> Counter[str] | None:
     """How the controller's evictions met the runner's "Finished" of the same Workload; ``None`` without bodies.
 
-    Needs a Request-level audit log (``PERF_AUDIT_LEVEL=Request``): an
-    eviction is a write of the controller that sets ``Evicted=True`` while
-    the Workload holds the quota of its last reservation. Counted:
+    From :func:`write_kinds`. Counted:
 
     - ``evictions``: sent (refused ones included);
     - ``on a finished Workload, refused``: sent after the runner's Finished
@@ -403,32 +449,34 @@ def eviction_races(writes: Iterable[tuple[dict[str, Any], str, int]]) -> Counter
     Both systems' races are then on the same footing: the first two rows
     are the same race, which upstream's controller never sees as a 409.
     """
-    ordered = sorted(writes, key=lambda w: str(w[0].get("requestReceivedTimestamp")))
-    if not any("requestObject" in event for event, _, _ in ordered):
+    writes = list(writes)
+    kinds = write_kinds(writes)
+    if kinds is None:
         return None
     races: Counter[str] = Counter()
-    state: dict[tuple[str, str, str], dict[str, bool]] = {}
-    for event, who, code in ordered:
+    finished: set[tuple[str, str, str]] = set()
+    evicted: set[tuple[str, str, str]] = set()
+    order = sorted(range(len(writes)), key=lambda i: str(writes[i][0].get("requestReceivedTimestamp")))
+    for i in order:
+        event, who, code = writes[i]
         ref = event.get("objectRef") or {}
         key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
-        s = state.setdefault(key, {"held": False, "finished": False, "evicted": False})
-        admission, evicted, finished, unreserved = _body_says(event)
-        if who == "controller" and evicted and s["held"] and not s["evicted"]:
+        kind = kinds[i]
+        if kind == "evict":
             races["evictions"] += 1
-            if s["finished"]:
+            if key in finished:
                 races["on a finished Workload, " + ("refused" if code == 409 else "written")] += 1
-        if who == "runner" and finished and code == 409 and s["evicted"]:
+        if kind == "finish" and code == 409 and key in evicted:
             races["runner's Finished refused after it"] += 1
         if code != 200:
             continue
-        if admission:
-            s.update(held=True, finished=False, evicted=False)
-        elif finished:
-            s["finished"] = True
-        elif evicted and who == "controller" and s["held"]:
-            s["evicted"] = True
-        elif unreserved:
-            s["held"] = False
+        if kind == "reserve":
+            finished.discard(key)
+            evicted.discard(key)
+        elif kind == "finish":
+            finished.add(key)
+        elif kind == "evict":
+            evicted.add(key)
     return races
 
 

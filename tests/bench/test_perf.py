@@ -299,7 +299,8 @@ def test_eviction_races_put_refused_and_loose_evictions_of_finished_workloads_on
 
     reserve = {"admission": {"clusterQueue": "cq"}, "conditions": [cond("QuotaReserved")]}
     evict = {"admission": None, "conditions": [cond("QuotaReserved", "False"), cond("Evicted")]}
-    loose_evict = {"conditions": [cond("Evicted"), cond("Preempted")]}
+    # Upstream's eviction is an apply that restates the admission it leaves in place.
+    loose_evict = {"admission": {"clusterQueue": "cq"}, "conditions": [cond("QuotaReserved"), cond("Evicted"), cond("Preempted")]}
     finish = {"conditions": [cond("Finished")]}
     lines = [
         # a: evicted, then the runner's Finished (read before the eviction) is refused.
@@ -318,12 +319,21 @@ def test_eviction_races_put_refused_and_loose_evictions_of_finished_workloads_on
         _write(ours, "d", "01.000000", "01.010000", 200, reserve),
         _write(ours, "d", "01.500000", "01.510000", 200, evict),
         _write(ours, "d", "02.000000", "02.010000", 200, {"conditions": [cond("QuotaReserved", "False"), cond("Evicted")]}),
+        # e: upstream's eviction, then the runner's Finished (read before it) is refused.
+        _write(ours, "e", "01.000000", "01.010000", 200, reserve),
+        _write(ours, "e", "01.500000", "01.510000", 200, loose_evict),
+        _write(runner, "e", "01.520000", "01.530000", 409, finish),
     ]
     races = perf.eviction_races(perf.audit_writes(lines))
     assert races == {
-        "evictions": 4,
-        "runner's Finished refused after it": 1,
+        "evictions": 5,
+        "runner's Finished refused after it": 2,
         "on a finished Workload, refused": 1,
         "on a finished Workload, written": 1,
     }
     assert perf.eviction_races(perf.audit_writes([_write(ours, "a", "01.000000", "01.010000", 200)])) is None, "no bodies"
+    # With bodies, each side of a 409 says what its write did.
+    assert perf.conflict_causes(perf.audit_writes(lines)) == {
+        ("runner finish", "controller evict"): 2,
+        ("controller evict", "runner finish"): 1,
+    }

@@ -14,9 +14,10 @@ for the I/O layer to write:
   message (only produced when that differs from what the Workload says);
 - for each :class:`PreemptionDecision`: evict the victim
   (:func:`multikueue.core.lifecycle.preempted`) on the resourceVersion the
-  decision was made on (``victim_version``), and drop the decision if the
-  victim changed since (it finished, say): the preemptor got a ``PendingUpdate`` saying it waits for
-  them, and a later cycle admits it once their quota is released;
+  decision was made on (``victim_version``), or not at all if the victim
+  changed since (it finished, say); the preemptor got a ``PendingUpdate``
+  saying it waits for them, and a later cycle admits it once their quota is
+  released;
 - when ``next_cycle_at`` is set, run a cycle then even if no event arrives
   (a Workload's requeue backoff ends).
 

@@ -277,7 +277,9 @@ class SchedulingLoop:
                 self._evicting[decision.victim] = written
             else:
                 self._evicting.pop(decision.victim, None)
-                self.notify()
+                # The preemptor waits for this plan: have the next cycle look at it again even if
+                # what changed (the victim, in another ClusterQueue) does not mark its queue.
+                self._recheck(decision.preemptor)
 
     def _recheck(self, key: tuple[str, str]) -> None:
         self.cache.recheck(key)

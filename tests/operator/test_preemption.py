@@ -150,13 +150,15 @@ async def test_an_eviction_planned_on_an_older_version_of_its_victim_is_dropped(
     writing and the next cycle plans on what the cache holds.
     """
     ns = namespace
-    body = _holding_quota(kueue, ns, "victim")
+    _holding_quota(kueue, ns, "victim")
     kube = admin_kube(0)
     cache = Cache()
     writer = WorkloadWriter(kube, EventRecorder(kube, ns), on_written=cache.upsert_workload)
     loop = SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache))
-    cache.upsert_workload(Workload.from_k8s(await kube.get(WORKLOADS, ns, "victim")))
-    current = body["metadata"]["resourceVersion"]
+    seen = Workload.from_k8s(await kube.get(WORKLOADS, ns, "victim"))
+    cache.upsert_workload(seen)
+    current = seen.metadata.resource_version
+    assert current is not None
 
     def decision(version: str) -> PreemptionDecision:
         return PreemptionDecision((ns, "victim"), (ns, "preemptor"), f"cq-{ns}", "InClusterQueue", "test", version)

@@ -138,20 +138,22 @@ def may_report_pending(wl: Workload | None, *, assumed: bool) -> bool:
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
 
+def _pending_message(wl: Workload, reason: str) -> str | None:
+    """The message ``wl`` gives for waiting when it waits for ``reason`` (``QuotaReserved=False``), else ``None``."""
+    status = wl.status
+    current = find_condition(status.conditions if status else None, QUOTA_RESERVED)
+    if current is None or current.status != ConditionStatus.FALSE or current.reason != reason:
+        return None
+    return current.message or ""
+
+
 def says_pending(wl: Workload, reason: str, message: str) -> bool:
     """Whether ``wl`` already says it waits for ``reason`` with exactly ``message``.
 
     A report is decided on the version a cycle saw and written later; an
     earlier report of the same words may have been written meanwhile.
     """
-    status = wl.status
-    current = find_condition(status.conditions if status else None, QUOTA_RESERVED)
-    return (
-        current is not None
-        and current.status == ConditionStatus.FALSE
-        and current.reason == reason
-        and current.message == message
-    )
+    return _pending_message(wl, reason) == message
 
 
 def only_numbers_differ(wl: Workload, reason: str, message: str) -> bool:
@@ -162,11 +164,8 @@ def only_numbers_differ(wl: Workload, reason: str, message: str) -> bool:
     every change of the quota tree's usage, and rewriting it at each one was
     most of the manager's Workload writes in upstream's scalability test.
     """
-    status = wl.status
-    current = find_condition(status.conditions if status else None, QUOTA_RESERVED)
-    if current is None or current.status != ConditionStatus.FALSE or current.reason != reason:
-        return False
-    return current.message != message and _NUMBERS.sub("#", current.message or "") == _NUMBERS.sub("#", message)
+    current = _pending_message(wl, reason)
+    return current is not None and current != message and _NUMBERS.sub("#", current) == _NUMBERS.sub("#", message)
 
 
 def pending_status(wl: Workload, reason: str, message: str, now: datetime) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def test_a_jobs_pod_priority_class_gives_its_workload_priority(
         scheduling.delete_priority_class(f"pods-{ns}")
 
 
-def _holding_quota(kueue: o.Kueue, ns: str, name: str) -> dict[str, Any]:
+def _holding_quota(kueue: o.Kueue, ns: str, name: str) -> None:
     """A Workload given a reservation by hand (its queue does not exist: no controller takes it up)."""
     kueue.create(o.workload(ns, name, "nowhere", {"cpu": "1"}))
     now = "2026-01-01T00:00:00Z"
@@ -136,7 +136,6 @@ def _holding_quota(kueue: o.Kueue, ns: str, name: str) -> dict[str, Any]:
         ],
     }
     kueue.objects.patch_namespaced_custom_object_status(o.GROUP, o.VERSION, ns, "workloads", name, {"status": status})
-    return kueue.get("Workload", name, ns)
 
 
 @pytest.mark.asyncio

@@ -349,7 +349,9 @@ def audit_counts(writes: Iterable[tuple[dict[str, Any], str, int]]) -> dict[str,
     return counts
 
 
-def conflict_causes(writes: Iterable[tuple[dict[str, Any], str, int]], window_s: float = 3.0) -> Counter[tuple[str, str]]:
+def conflict_causes(
+    writes: Sequence[tuple[dict[str, Any], str, int]], kinds: Sequence[str] | None = None, window_s: float = 3.0
+) -> Counter[tuple[str, str]]:
     """Each 409 on a Workload write (from :func:`audit_writes`), by who was refused and whose write it last lost to.
 
     For a refused write, the last successful write to the same Workload (by
@@ -358,16 +360,13 @@ def conflict_causes(writes: Iterable[tuple[dict[str, Any], str, int]], window_s:
     was none in the window. It tells which races a run's conflicts come
     from: the runner's "Finished" losing to an eviction is (runner,
     controller); an eviction decided before the runner's "Finished" was seen
-    is (controller, runner). With request bodies (``PERF_AUDIT_LEVEL=Request``)
-    each side also names what the write did (:func:`write_kinds`), e.g.
+    is (controller, runner). Given ``kinds`` (:func:`write_kinds`, from a
+    log with request bodies) each side also names what the write did, e.g.
     ("runner finish", "controller evict").
     """
-    writes = list(writes)
-    kinds = write_kinds(writes)
     by_workload: dict[tuple[str, str, str], list[tuple[datetime, datetime, str, int]]] = {}
     for i, (event, who, code) in enumerate(writes):
-        ref = event.get("objectRef") or {}
-        key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+        key = _workload_key(event)
         received, done = (_audit_time(event[k]) for k in ("requestReceivedTimestamp", "stageTimestamp"))
         by_workload.setdefault(key, []).append((received, done, f"{who} {kinds[i]}" if kinds else who, code))
     causes: Counter[tuple[str, str]] = Counter()
@@ -388,7 +387,7 @@ def _body_says(event: Mapping[str, Any]) -> tuple[bool, bool, bool, bool]:
     return bool(status.get("admission")), "Evicted" in true, "Finished" in true, "QuotaReserved" in false
 
 
-def write_kinds(writes: Iterable[tuple[dict[str, Any], str, int]]) -> list[str] | None:
+def write_kinds(writes: Sequence[tuple[dict[str, Any], str, int]]) -> list[str] | None:
     """What each write (from :func:`audit_writes`, in that order) did, read from its body; ``None`` without bodies.
 
     Needs a Request-level audit log (``PERF_AUDIT_LEVEL=Request``). Kinds:
@@ -401,16 +400,13 @@ def write_kinds(writes: Iterable[tuple[dict[str, Any], str, int]]) -> list[str] 
     controller's "why it waits"), ``other``. Each Workload's writes are
     followed in the order they were received.
     """
-    writes = list(writes)
     if not any("requestObject" in event for event, _, _ in writes):
         return None
     kinds = ["other"] * len(writes)
     state: dict[tuple[str, str, str], dict[str, bool]] = {}
-    order = sorted(range(len(writes)), key=lambda i: str(writes[i][0].get("requestReceivedTimestamp")))
-    for i in order:
+    for i in _received_order(writes):
         event, who, code = writes[i]
-        ref = event.get("objectRef") or {}
-        key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+        key = _workload_key(event)
         s = state.setdefault(key, {"held": False, "evicted": False})
         admission, evicted, finished, unreserved = _body_says(event)
         if who == "controller" and evicted and s["held"] and not s["evicted"]:
@@ -432,10 +428,10 @@ def write_kinds(writes: Iterable[tuple[dict[str, Any], str, int]]) -> list[str] 
     return kinds
 
 
-def eviction_races(writes: Iterable[tuple[dict[str, Any], str, int]]) -> Counter[str] | None:
+def eviction_races(writes: Sequence[tuple[dict[str, Any], str, int]], kinds: Sequence[str] | None) -> Counter[str] | None:
     """How the controller's evictions met the runner's "Finished" of the same Workload; ``None`` without bodies.
 
-    From :func:`write_kinds`. Counted:
+    ``kinds`` is :func:`write_kinds` of ``writes`` (``None`` without bodies). Counted:
 
     - ``evictions``: sent (refused ones included);
     - ``on a finished Workload, refused``: sent after the runner's Finished
@@ -449,18 +445,14 @@ def eviction_races(writes: Iterable[tuple[dict[str, Any], str, int]]) -> Counter
     Both systems' races are then on the same footing: the first two rows
     are the same race, which upstream's controller never sees as a 409.
     """
-    writes = list(writes)
-    kinds = write_kinds(writes)
     if kinds is None:
         return None
     races: Counter[str] = Counter()
     finished: set[tuple[str, str, str]] = set()
     evicted: set[tuple[str, str, str]] = set()
-    order = sorted(range(len(writes)), key=lambda i: str(writes[i][0].get("requestReceivedTimestamp")))
-    for i in order:
+    for i in _received_order(writes):
         event, who, code = writes[i]
-        ref = event.get("objectRef") or {}
-        key = (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+        key = _workload_key(event)
         kind = kinds[i]
         if kind == "evict":
             races["evictions"] += 1
@@ -478,6 +470,17 @@ def eviction_races(writes: Iterable[tuple[dict[str, Any], str, int]]) -> Counter
         elif kind == "evict":
             evicted.add(key)
     return races
+
+
+def _workload_key(event: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The Workload an audited write went to: namespace, name and UID."""
+    ref = event.get("objectRef") or {}
+    return (str(ref.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+
+
+def _received_order(writes: Sequence[tuple[dict[str, Any], str, int]]) -> list[int]:
+    """The indexes of ``writes`` in the order the API server received them."""
+    return sorted(range(len(writes)), key=lambda i: str(writes[i][0].get("requestReceivedTimestamp")))
 
 
 def _audit_time(stamp: str) -> datetime:

@@ -82,6 +82,7 @@ from _perf import (
     table,
     upstream_crds,
     workload_count,
+    write_kinds,
 )
 from kubernetes import client
 
@@ -250,9 +251,10 @@ def one_run(
         with (out / "audit.log").open(errors="replace") as lines:
             writes = audit_writes(lines)
         run.audit = audit_counts(writes)
-        causes = conflict_causes(writes)
+        kinds = write_kinds(writes)  # None without request bodies (PERF_AUDIT_LEVEL=Request)
+        causes = conflict_causes(writes, kinds)
         run.extra["409s after"] = {f"{refused} refused after {last}'s write": n for (refused, last), n in causes.most_common()}
-        if (races := eviction_races(writes)) is not None:
+        if (races := eviction_races(writes, kinds)) is not None:
             run.extra["eviction races"] = dict(races)
     return run
 

@@ -324,16 +324,19 @@ def test_eviction_races_put_refused_and_loose_evictions_of_finished_workloads_on
         _write(ours, "e", "01.500000", "01.510000", 200, loose_evict),
         _write(runner, "e", "01.520000", "01.530000", 409, finish),
     ]
-    races = perf.eviction_races(perf.audit_writes(lines))
+    writes = perf.audit_writes(lines)
+    kinds = perf.write_kinds(writes)
+    races = perf.eviction_races(writes, kinds)
     assert races == {
         "evictions": 5,
         "runner's Finished refused after it": 2,
         "on a finished Workload, refused": 1,
         "on a finished Workload, written": 1,
     }
-    assert perf.eviction_races(perf.audit_writes([_write(ours, "a", "01.000000", "01.010000", 200)])) is None, "no bodies"
+    bare = perf.audit_writes([_write(ours, "a", "01.000000", "01.010000", 200)])
+    assert perf.eviction_races(bare, perf.write_kinds(bare)) is None, "no bodies"
     # With bodies, each side of a 409 says what its write did.
-    assert perf.conflict_causes(perf.audit_writes(lines)) == {
+    assert perf.conflict_causes(writes, kinds) == {
         ("runner finish", "controller evict"): 2,
         ("controller evict", "runner finish"): 1,
     }

@@ -281,6 +281,10 @@ class Run:
     #: From the API server's audit log: writes to Workloads and the 409s among them, by client
     #: (``"controller writes"``, ``"controller 409s"``, ``"runner writes"``, ``"runner 409s"``); empty: not audited.
     audit: dict[str, int] = field(default_factory=dict)
+    #: The runner's own CPU seconds (user + system, from its rusage); ``None``: not measured (older runs).
+    runner_cpu_s: float | None = None
+    #: The runner's nice value (``--runner-nice``): 0 as the controller and the API server, negative ahead of them.
+    runner_nice: int = 0
 
     def request_counts(self) -> Counts:
         """``requests`` keyed by (verb, resource) again, as ``bench/_dispatch_metrics.py`` counts them."""
@@ -590,6 +594,7 @@ FIGURES: list[tuple[str, Any, int]] = [
     ("controller CPU seconds", lambda r: r.controller_cpu_s, 1),
     ("controller peak RSS (MiB)", lambda r: r.controller_peak_mib, 0),
     ("apiserver CPU seconds", lambda r: r.apiserver_cpu_s, 1),
+    ("runner CPU seconds (its rusage)", lambda r: r.runner_cpu_s, 1),
     ("API requests per Workload, every client (WATCH left out)", lambda r: r.requests_per_workload(), 1),
     ("writes to Workloads per Workload (PATCH/APPLY/PUT workloads and workloads/status, every client)",
      lambda r: r.requests_per_workload(WRITE_VERBS, ("workloads", "workloads/status")), 2),
@@ -633,6 +638,9 @@ def table(runs: Sequence[Run], systems: Sequence[str], ours: str = "ours") -> st
             races.append(", ".join(f"{k} {v}" for k, v in summed.items()) or "no bodies")
         races += [""] * (len(header) - len(races))
         lines.append("| " + " | ".join(races) + " |")
+    if len(nice := {r.runner_nice for r in runs if r.system in systems}) > 1:
+        lines.append("")
+        lines.append(f"These runs gave the runner different nice values ({', '.join(map(str, sorted(nice)))}): compare like with like.")
     left_out = [r for r in runs if r.incomplete and r.system in systems]
     if left_out:
         lines.append("")
@@ -658,10 +666,12 @@ def run_line(run: Run) -> str:
     if run.audit:
         requests += f", 409s to the controller {run.audit['controller 409s']} / to the runner {run.audit['runner 409s']}"
     incomplete = f" [incomplete: {run.incomplete}]" if run.incomplete else ""
+    runner = "" if run.runner_cpu_s is None else f", runner CPU {run.runner_cpu_s:.1f} s"
+    runner += f" (nice {run.runner_nice})" if run.runner_nice else ""
     return (
         f"{run.system}{incomplete}: wall {run.wall_s:.0f} s, admission {adm} s, small admission→finish {a2f} s, "
         f"evictions {run.evictions} {dict(run.eviction_reasons) or ''}, conflicts {run.conflicts}, "
         f"quota-time {run.quota_time:.3g}, controller CPU {run.controller_cpu_s:.1f} s / peak {run.controller_peak_mib:.0f} MiB, "
-        f"apiserver CPU {run.apiserver_cpu_s:.1f} s, finished {run.finished}/{run.workloads}, "
+        f"apiserver CPU {run.apiserver_cpu_s:.1f} s{runner}, finished {run.finished}/{run.workloads}, "
         f"load {' '.join(f'{x:.1f}' for x in run.load)}{requests}{stop}"
     )

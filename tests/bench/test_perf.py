@@ -207,6 +207,21 @@ def test_runs_survive_json() -> None:
     assert perf.table(again, ["upstream", "ours"]) == perf.table(runs, ["upstream", "ours"])
 
 
+def test_the_runners_cpu_and_nice_value_are_shown_and_runs_saved_before_them_still_load() -> None:
+    import dataclasses
+    import json
+
+    plain, ahead = _run("ours", 166), _run("ours", 150)
+    ahead.runner_cpu_s, ahead.runner_nice = 42.5, -10
+    assert "runner CPU 42.5 s (nice -10)" in perf.run_line(ahead) and "runner CPU" not in perf.run_line(plain)
+    older = json.dumps([{k: v for k, v in dataclasses.asdict(plain).items() if k not in ("runner_cpu_s", "runner_nice")}])
+    assert perf.runs_from_json(older) == [plain]
+    text = perf.table([plain, ahead], ["ours"])
+    assert "| runner CPU seconds (its rusage) | 42.5 |" in text
+    assert "different nice values (-10, 0)" in text
+    assert "different nice values" not in perf.table([ahead], ["ours"])
+
+
 def test_client_limit_read_from_minimalkueues_log() -> None:
     line = '2026-11-23T07:39:03.74Z\tINFO\tminimalkueue/main.go:143\tK8S Client\t{"Host": "https://127.0.0.1:1", "qps": 1000, "burst": 2000}\n'
     assert perf.client_limit_in_log("Start minimalkueue\n" + line) == (1000.0, 2000)

@@ -41,6 +41,7 @@ from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import free_base_port
+from _interrupt import interrupt_on_signals
 
 
 class ReservationWatch:
@@ -135,6 +136,7 @@ def wait_reserved(watcher: ReservationWatch, names: set[str], timeout: float) ->
 
 
 def main() -> None:
+    interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", type=int, default=1000)
     parser.add_argument("--paced", type=int, default=500, help="Workloads of the paced phase (0: skip it)")

@@ -24,6 +24,7 @@ from kubernetes import client
 from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.pytest_plugin import free_base_port
+from _interrupt import interrupt_on_signals
 
 
 def rss_mib(pids: list[int]) -> float:
@@ -62,6 +63,7 @@ def run_job(api: client.ApiClient, name: str) -> None:
 
 
 def main() -> None:
+    interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)

@@ -77,6 +77,7 @@ from multikueue.dev.pytest_plugin import free_base_port
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _dispatch_metrics as m  # noqa: E402 - the bench folder is no package
 import _dispatch_upstream  # noqa: E402
+from _interrupt import interrupt_on_signals  # noqa: E402 - the bench folder is no package
 
 NS = "bench"
 #: The checkout this script is in (its adapters/ catalog, ../shared/reference beside it).
@@ -391,6 +392,7 @@ pct = m.pct
 
 
 def main() -> None:
+    interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", choices=sorted(KINDS), default="job", help="what to submit: Jobs, or PipelineRuns through the generic adapter")
     parser.add_argument("--jobs", type=int, default=1000, help="how many Jobs (or PipelineRuns)")

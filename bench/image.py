@@ -40,6 +40,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from _interrupt import interrupt_on_signals
 
 NAMESPACE = "kueue-system"
 
@@ -121,6 +122,7 @@ def summary(label: str, values: list[float]) -> str:
 
 
 def main() -> None:
+    interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("image", nargs="?", default=os.environ.get("IMAGE", "multikueue:dev"))
     parser.add_argument("--runs", type=int, default=3)

@@ -52,6 +52,7 @@ from multikueue.dev.binaries import Binaries, ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import free_base_port
+from _interrupt import interrupt_on_signals
 
 NAMESPACE = "memory"
 #: The Kueue overview's figure for upstream: about 50 MB per 1,000 Workloads.
@@ -256,6 +257,7 @@ def one_run(
 
 
 def main() -> int:
+    interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", default="1000,3000", help="comma-separated counts, one fresh run each")
     parser.add_argument("--queues", type=int, default=6, help="ClusterQueues (and LocalQueues) the Workloads spread over")

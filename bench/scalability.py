@@ -97,6 +97,7 @@ from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.process import ManagedProcess, spawn
 from multikueue.dev.pytest_plugin import free_base_port
+from _interrupt import interrupt_on_signals
 
 SYSTEMS = ("upstream", "upstream-raised", "ours")
 #: Named generators: (upstream's file, cohort count or None for the file's own).
@@ -221,8 +222,13 @@ def one_run(
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip
-            # wait4 rather than wait: the runner's own CPU seconds come with its exit status.
-            _, status, usage = os.wait4(process.pid, 0)
+            try:
+                # wait4 rather than wait: the runner's own CPU seconds come with its exit status.
+                _, status, usage = os.wait4(process.pid, 0)
+            except BaseException:  # interrupted (bench/_interrupt.py): no runner left writing to a cluster going down
+                process.kill()
+                process.wait()
+                raise
             process.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - started
         cpu_after, peak = proc_stat(pid)
@@ -287,6 +293,7 @@ def not_after(text: str) -> dt.datetime:
 
 
 def main() -> int:
+    interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--generator", default="baseline-1cohort", help=f"{', '.join(NAMED)}, or a generator file")
     parser.add_argument("--cohorts", type=int, help="override the generator's cohort count")

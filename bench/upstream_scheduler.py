@@ -35,9 +35,11 @@ from multikueue.dev.binaries import ensure_binaries
 from multikueue.dev.clusterset import ClusterSet, ClusterSetOptions
 from multikueue.dev.controllers import ControllerProcess
 from multikueue.dev.pytest_plugin import free_base_port
+from _interrupt import interrupt_on_signals
 
 
 def main() -> int:
+    interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cohorts", type=int, default=1, help="cohorts of upstream's baseline (5 there; 1 fits two cores)")
     parser.add_argument("--timeout", default="10m", help="the runner's maximum record time")

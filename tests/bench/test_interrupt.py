@@ -1,0 +1,45 @@
+"""``bench/_interrupt.py``: a bench stopped by a signal still runs its clean-up."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+# Stands for a bench: says it is ready, then waits in its body; its ``finally`` is the clean-up.
+SCRIPT = f"""
+import sys, time
+sys.path.insert(0, {str(BENCH)!r})
+from _interrupt import interrupt_on_signals
+interrupt_on_signals()
+try:
+    print("ready", flush=True)
+    time.sleep(60)
+finally:
+    print("cleaned up", flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_runs_the_clean_up_even_with_sigint_ignored_from_the_start(sig: signal.Signals) -> None:
+    # As a non-interactive shell starts a background job: SIGINT ignored before the bench begins.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    started = time.monotonic()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=20)
+    assert "cleaned up" in out, err
+    assert f"stopped by {sig.name}" in err and time.monotonic() - started < 20

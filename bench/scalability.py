@@ -41,11 +41,11 @@ with whose write it lost to (the last one to the same Workload before it).
     python bench/scalability.py --systems upstream-raised,ours --runner-nice -10   # the runner ahead of both (root)
 
 The load average is printed with each run: on a shared machine compare runs
-made under similar load. On two cores the runner competes with the controller
-and the API server for CPU, and a runner kept waiting finishes Workloads late
-and writes on versions its informer has not caught up with (its 409s);
-``--runner-nice`` puts it ahead of both, the same for every system, and each
-run prints the runner's own CPU seconds.
+made under similar load. Each run also prints the runner's own CPU seconds;
+``--runner-nice`` puts the runner ahead of the controller and the API server
+(the same for every system), to tell whether a figure depends on the runner
+being kept waiting on a small machine (on this one the runner's 409s did not:
+docs/decisions.md, stop 38).
 """
 
 from __future__ import annotations

@@ -359,9 +359,12 @@ def conflict_causes(
     """Each 409 on a Workload write (from :func:`audit_writes`), by who was refused and whose write it last lost to.
 
     For a refused write, the last successful write to the same Workload (by
-    namespace, name and UID) that completed before it was received, within
+    namespace, name and UID) that completed before it did, within
     ``window_s``: (refused client, that write's client), or "none" when there
-    was none in the window. It tells which races a run's conflicts come
+    was none in the window. Completed rather than received: the version is
+    checked as the write is stored, so a write sent at the same moment that
+    got there first is the one it lost to (by when they were received, it
+    was the write before both). It tells which races a run's conflicts come
     from: the runner's "Finished" losing to an eviction is (runner,
     controller); an eviction decided before the runner's "Finished" was seen
     is (controller, runner). Given ``kinds`` (:func:`write_kinds`, from a
@@ -375,10 +378,10 @@ def conflict_causes(
         by_workload.setdefault(key, []).append((received, done, f"{who} {kinds[i]}" if kinds else who, code))
     causes: Counter[tuple[str, str]] = Counter()
     for events in by_workload.values():
-        for received, _, who, code in events:
+        for _, refused, who, code in events:
             if code != 409:
                 continue
-            before = [(done, by) for _, done, by, c in events if c != 409 and 0 <= (received - done).total_seconds() <= window_s]
+            before = [(done, by) for _, done, by, c in events if c != 409 and 0 <= (refused - done).total_seconds() <= window_s]
             causes[(who, max(before)[1] if before else "none")] += 1
     return causes
 

@@ -298,12 +298,19 @@ def test_conflict_causes_name_the_write_each_409_lost_to() -> None:
         _write(ours, "b", "01.000000", "01.010000", 200),
         _write(runner, "b", "01.400000", "01.410000", 200),
         _write(ours, "b", "01.450000", "01.460000", 409),
-        # c: a 409 with no successful write in the window, and one still in flight when it was received.
+        # c: a 409 with no successful write in the window, and one still in flight when it was refused.
         _write(ours, "c", "01.000000", "05.000000", 200),
         _write(runner, "c", "04.900000", "04.910000", 409),
+        # d: reserved by us; then the runner's Finished and our eviction are sent together, the Finished
+        # is stored first: ours lost to it, not to our own reservation before both.
+        _write(ours, "d", "01.000000", "01.010000", 200),
+        _write(runner, "d", "01.400000", "01.450000", 200),
+        _write(ours, "d", "01.420000", "01.470000", 409),
         "not json",
     ]
-    assert perf.conflict_causes(perf.audit_writes(lines)) == {("runner", "controller"): 1, ("controller", "runner"): 1, ("runner", "none"): 1}
+    assert perf.conflict_causes(perf.audit_writes(lines)) == {
+        ("runner", "controller"): 1, ("controller", "runner"): 2, ("runner", "none"): 1,
+    }  # fmt: skip
 
 
 def test_eviction_races_put_refused_and_loose_evictions_of_finished_workloads_on_one_footing() -> None:

@@ -356,33 +356,38 @@ def audit_counts(writes: Iterable[tuple[dict[str, Any], str, int]]) -> dict[str,
 def conflict_causes(
     writes: Sequence[tuple[dict[str, Any], str, int]], kinds: Sequence[str] | None = None, window_s: float = 3.0
 ) -> Counter[tuple[str, str]]:
-    """Each 409 on a Workload write (from :func:`audit_writes`), by who was refused and whose write it last lost to.
+    """Each 409 on a Workload write (from :func:`audit_writes`), by who was refused and whose write it lost to.
 
-    For a refused write, the last successful write to the same Workload (by
-    namespace, name and UID) that completed before it did, within
-    ``window_s``: (refused client, that write's client), or "none" when there
-    was none in the window. Completed rather than received: the version is
-    checked as the write is stored, so a write sent at the same moment that
-    got there first is the one it lost to (by when they were received, it
-    was the write before both). It tells which races a run's conflicts come
-    from: the runner's "Finished" losing to an eviction is (runner,
-    controller); an eviction decided before the runner's "Finished" was seen
-    is (controller, runner). Given ``kinds`` (:func:`write_kinds`, from a
-    log with request bodies) each side also names what the write did, e.g.
+    With request bodies (``PERF_AUDIT_LEVEL=Request``) the write it lost to
+    is the one that was stored on the same resourceVersion it was sent on
+    (the first of them to complete, if several). Otherwise, and for a
+    refused write whose rival sent no version (upstream's loose applies), the
+    last successful write to the same Workload (by namespace, name and UID)
+    that completed before it did, within ``window_s``; "none" when there was
+    none. Timestamps alone cannot settle two writes in flight together: the
+    audit stamps a write when its response is complete, after it was stored,
+    so the winner may be stamped after the loser.
+
+    The result is (refused client, winner's client): the runner's "Finished"
+    losing to an eviction is (runner, controller); an eviction decided before
+    the runner's "Finished" was seen is (controller, runner). Given ``kinds``
+    (:func:`write_kinds`) each side also names what the write did, e.g.
     ("runner finish", "controller evict").
     """
-    by_workload: dict[tuple[str, str, str], list[tuple[datetime, datetime, str, int]]] = {}
+    by_workload: dict[tuple[str, str, str], list[tuple[datetime, str | None, str, int]]] = {}
     for i, (event, who, code) in enumerate(writes):
-        key = _workload_key(event)
-        received, done = (_audit_time(event[k]) for k in ("requestReceivedTimestamp", "stageTimestamp"))
-        by_workload.setdefault(key, []).append((received, done, f"{who} {kinds[i]}" if kinds else who, code))
+        done = _audit_time(event["stageTimestamp"])
+        version = ((event.get("requestObject") or {}).get("metadata") or {}).get("resourceVersion")
+        by_workload.setdefault(_workload_key(event), []).append((done, version, f"{who} {kinds[i]}" if kinds else who, code))
     causes: Counter[tuple[str, str]] = Counter()
     for events in by_workload.values():
-        for _, refused, who, code in events:
+        stored = [(done, version, by) for done, version, by, c in events if c != 409]
+        for refused, sent_on, who, code in events:
             if code != 409:
                 continue
-            before = [(done, by) for _, done, by, c in events if c != 409 and 0 <= (refused - done).total_seconds() <= window_s]
-            causes[(who, max(before)[1] if before else "none")] += 1
+            same_base = [(done, by) for done, version, by in stored if sent_on is not None and version == sent_on]
+            before = [(done, by) for done, _, by in stored if 0 <= (refused - done).total_seconds() <= window_s]
+            causes[(who, min(same_base)[1] if same_base else max(before)[1] if before else "none")] += 1
     return causes
 
 

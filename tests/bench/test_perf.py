@@ -313,6 +313,29 @@ def test_conflict_causes_name_the_write_each_409_lost_to() -> None:
     }  # fmt: skip
 
 
+def test_with_bodies_a_409_lost_to_the_write_stored_on_the_same_version() -> None:
+    import json
+
+    runner, ours = "kueue-perf-runner-v0.19.2/v0.0.0", "multikueue/0.1.0"
+
+    def on(line: str, version: str | None) -> str:
+        event = json.loads(line)
+        event["requestObject"] = {"metadata": {"resourceVersion": version} if version else {}, "status": {}}
+        return json.dumps(event)
+
+    lines = [
+        # a: our eviction (on 10) stored; then the runner's write and our report, both sent on 11. The runner's
+        # is stored first but its response completes last, so by timestamps ours would have lost to our eviction.
+        on(_write(ours, "a", "01.000000", "01.050000", 200), "10"),
+        on(_write(runner, "a", "01.100000", "01.400000", 200), "11"),
+        on(_write(ours, "a", "01.200000", "01.300000", 409), "11"),
+        # b: the rival sent no version (a loose apply): by completion order.
+        on(_write(ours, "b", "01.000000", "01.010000", 200), None),
+        on(_write(runner, "b", "01.020000", "01.030000", 409), "10"),
+    ]
+    assert perf.conflict_causes(perf.audit_writes(lines)) == {("controller", "runner"): 1, ("runner", "controller"): 1}
+
+
 def test_eviction_races_put_refused_and_loose_evictions_of_finished_workloads_on_one_footing() -> None:
     runner, ours = "kueue-perf-runner-v0.19.2/v0.0.0", "multikueue/0.1.0"
 

@@ -31,7 +31,8 @@ reasons from the Workloads' Preempted conditions after the run),
 seconds (both from /proc over the runner's lifetime), and from the manager
 apiserver's audit log (``--no-audit`` leaves it off) the writes to Workloads
 and the 409s answered, by client: the controller's, the runner's, each
-with whose write it lost to (the last one to the same Workload before it).
+with whose write it lost to (the one stored on the version it was sent on, read
+from request bodies with ``PERF_AUDIT_LEVEL=Request``; else the last one stored before it).
 
     python bench/scalability.py --generator baseline-1cohort            # 6 ClusterQueues, 3,000 Workloads
     python bench/scalability.py --generator baseline --runs 2           # upstream's full baseline, 15,000
@@ -383,7 +384,7 @@ def main() -> int:
                 if lines := request_lines(run):
                     print("  API requests per Workload (every client, over the runner's lifetime):", *lines, sep="\n  ", flush=True)
                 if causes := run.extra.get("409s after"):
-                    print("  409s by the last write the refused one lost to (audit log):", ", ".join(f"{k}: {n}" for k, n in causes.items()), flush=True)
+                    print("  409s by the write each refused one lost to (audit log):", ", ".join(f"{k}: {n}" for k, n in causes.items()), flush=True)
                 if races := run.extra.get("eviction races"):
                     print("  evictions against the runner's Finished (request bodies):", ", ".join(f"{k}: {n}" for k, n in races.items()), flush=True)
                 if args.json:

@@ -436,6 +436,9 @@ async def run_controller(options: ControllerOptions) -> None:
 
 
 def main(options: ControllerOptions) -> int:
+    # A signal mask survives fork and exec: started by a parent that blocks SIGTERM (some process supervisors and
+    # test harnesses do), the controller would never see a Pod's termination and be killed mid-write instead.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         asyncio.run(run_controller(options))
     except StartupError as exc:

@@ -48,8 +48,10 @@ def test_a_signal_runs_the_clean_up_even_when_ignored_or_blocked_from_the_start(
     try:
         out, err = proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:
+        status = Path(f"/proc/{proc.pid}/status").read_text()  # how the child held the signal, for the failure
         proc.kill()
         proc.communicate()
-        pytest.fail(f"{sig.name} did not stop the bench within 20 s (still blocked or ignored?)")
+        held = [line for line in status.splitlines() if line.startswith(("State", "Sig", "Shd"))]
+        pytest.fail(f"{sig.name} did not stop the bench within 20 s: {held}")
     assert "cleaned up" in out, err
     assert f"stopped by {sig.name}" in err and time.monotonic() - started < 20

@@ -4,7 +4,9 @@ In upstream's scalability run the controller ignored SIGTERM and was killed
 after 20 s. Here the real process (``multikueue run``, as in a Pod) admits a
 stream of Workloads created directly, is signalled in the middle, and must
 exit 0 within a few seconds; every Workload its log says it reserved quota for
-must carry that reservation and ``Admitted`` on the API server.
+must carry that reservation and ``Admitted`` on the API server. The process
+is started with both signals blocked, as some supervisors leave them (the mask
+is inherited): the controller must unblock them itself.
 """
 
 from __future__ import annotations
@@ -39,8 +41,14 @@ def own_controller(
     ours = ControllerProcess(
         "shutdown", integration_clusters.kubeconfigs[0], "manager", log, extra_args=("--controller-log-level", "DEBUG")
     )
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # the child inherits this thread's mask
     try:
-        yield ours.start()
+        ours.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    try:
+        yield ours
     finally:
         ours.stop()
         integration_controller.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from multikueue.api.configuration import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE
+from multikueue.core.lifecycle import OUTSIDE_RELEASE_GRACE_SECONDS
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,6 +48,15 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         metavar="DIR",
         help="serve tls.crt/tls.key from DIR, reloaded on change (cert-manager); its ca.crt, if any, becomes the caBundle",
     )
+    run.add_argument(
+        "--outside-release-grace",
+        type=float,
+        default=OUTSIDE_RELEASE_GRACE_SECONDS,
+        metavar="SECONDS",
+        help="a preempted Workload no integration here runs (no owner, or an owner kind not integrated) keeps its "
+        "quota this long for its own controller to release it, as upstream Kueue expects; then this controller "
+        f"releases it (default {OUTSIDE_RELEASE_GRACE_SECONDS:g})",
+    )
     run.add_argument("--controller-log-level", default="INFO", help="level of the controller's JSON logs")
     run.set_defaults(handler=_run)
 
@@ -71,5 +81,6 @@ def _run(args: argparse.Namespace) -> int:
             webhook_service_port=args.webhook_service_port,
             webhook_cert_secret=args.webhook_cert_secret,
             webhook_cert_dir=args.webhook_cert_dir,
+            outside_release_grace=args.outside_release_grace,
         )
     )

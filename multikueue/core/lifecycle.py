@@ -11,6 +11,10 @@ transitions that follow, from the Workload alone:
   last attempt ran on (the MultiKueue check deletes what is left there);
 - a check in ``Rejected``: deactivate (``spec.active=false``) and evict;
 - ``spec.active=false`` while holding quota: evict (reason ``Deactivated``);
+- preempted (``Evicted=True`` while still holding quota, see
+  :func:`preempted`): released once whoever runs its job has stopped it;
+  :func:`release_wait` says when that is this module's part
+  (:class:`Releaser`);
 - finished or being deleted: drop the ``resource-in-use`` finalizer, so the
   Workload can go once its quota is released; except a Workload being
   deleted that is placed on workers (``clusterName`` or
@@ -31,6 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from multikueue.api.constants import CheckState, ConditionStatus, Finalizers, WorkloadConditionType, WorkloadReason
@@ -63,6 +68,28 @@ class WorkloadUpdate:
     add_finalizer: bool = False
     deactivate: bool = False
     events: list[EventRecord] = field(default_factory=list)
+
+
+class Releaser(StrEnum):
+    """Who gives back the quota of a preempted Workload (upstream's two-step eviction).
+
+    Upstream's scheduler only marks a victim ``Evicted``; the victim's job
+    controller stops the job, then clears the reservation, so the preemptor
+    cannot start while the victim's pods still run. Here:
+    """
+
+    #: Its batch Job's integration: it suspends the Job, then releases (:func:`released`).
+    JOB = "job"
+    #: Bound to an object of ours that has nothing to stop here (an external kind's object, held on a manager or
+    #: run by its own controller on a worker): released at once.
+    AT_ONCE = "at-once"
+    #: No integration of ours knows it (no owner, or an owner kind not integrated here): an outside controller
+    #: may play the job controller, as upstream expects; released after a grace period if nobody did.
+    OUTSIDE = "outside"
+
+
+#: Default seconds a preempted Workload of :attr:`Releaser.OUTSIDE` is left to an outside controller to release.
+OUTSIDE_RELEASE_GRACE_SECONDS = 5.0
 
 
 def _set(conditions: list[Condition], ctype: str, status: ConditionStatus, reason: str, message: str, now: datetime) -> None:
@@ -175,22 +202,11 @@ def pending_status(wl: Workload, reason: str, message: str, now: datetime) -> di
     return {"conditions": _dump(conditions)}
 
 
-def _evict(
-    wl: Workload, reason: str, message: str, now: datetime, requeue: bool, preemption_reason: str | None = None
-) -> dict[str, Any]:
-    conditions = _conditions(wl)
-    if preemption_reason is not None:
-        _set(conditions, WorkloadConditionType.PREEMPTED, ConditionStatus.TRUE, preemption_reason, message, now)
-    for ctype, status, why, text in (
-        (EVICTED, ConditionStatus.TRUE, reason, message),
-        (QUOTA_RESERVED, ConditionStatus.FALSE, WorkloadReason.PENDING, message),
-        (ADMITTED, ConditionStatus.FALSE, WorkloadReason.PENDING, "The workload has no reservation"),
-    ):
-        if ctype == ADMITTED and find_condition(conditions, ADMITTED) is None:
-            continue
-        _set(conditions, ctype, status, why, text, now)
-    if requeue:
-        _set(conditions, REQUEUED, ConditionStatus.TRUE, reason, "The workload was requeued after eviction", now)
+def _release_into(wl: Workload, conditions: list[Condition], message: str, now: datetime) -> dict[str, Any]:
+    """The release part of an eviction: no reservation, not admitted, checks back to ``Pending``, off the workers."""
+    _set(conditions, QUOTA_RESERVED, ConditionStatus.FALSE, WorkloadReason.PENDING, message, now)
+    if find_condition(conditions, ADMITTED) is not None:
+        _set(conditions, ADMITTED, ConditionStatus.FALSE, WorkloadReason.PENDING, "The workload has no reservation", now)
     checks = [
         c.model_copy(update={"state": CheckState.PENDING, "message": "", "last_transition_time": now, "pod_set_updates": None})
         for c in _checks(wl)
@@ -205,23 +221,95 @@ def _evict(
     return status
 
 
+def _mark_evicted(
+    conditions: list[Condition], reason: str, message: str, now: datetime, requeue: bool, preemption_reason: str | None
+) -> None:
+    if preemption_reason is not None:
+        _set(conditions, WorkloadConditionType.PREEMPTED, ConditionStatus.TRUE, preemption_reason, message, now)
+    _set(conditions, EVICTED, ConditionStatus.TRUE, reason, message, now)
+    if requeue:
+        _set(conditions, REQUEUED, ConditionStatus.TRUE, reason, "The workload was requeued after eviction", now)
+
+
+def _evict(wl: Workload, reason: str, message: str, now: datetime, requeue: bool) -> dict[str, Any]:
+    """A one-step eviction: marked evicted and released in the same write."""
+    conditions = _conditions(wl)
+    _mark_evicted(conditions, reason, message, now, requeue, None)
+    return _release_into(wl, conditions, message, now)
+
+
 def preempted(wl: Workload, reason: str, message: str, now: datetime) -> WorkloadUpdate:
     """Evict a victim of preemption (the scheduler chose it; :mod:`multikueue.core.preemption` says why).
 
     As upstream: ``Evicted=True`` reason ``Preempted`` and ``Preempted=True``
     with the preemption reason (``InClusterQueue``, ``InCohortReclamation``,
     ``InCohortReclaimWhileBorrowing``), both with the preemption message, and
-    requeued. Like every eviction here it releases the quota in the same
-    write (``status.admission`` cleared): the Job integration stops the job
-    on seeing that, and on a MultiKueue manager the cleared ``clusterName``
-    makes the check delete the remote copies. The ``resource-in-use``
-    finalizer stays, as upstream's does on a preempted Workload: one write.
+    requeued. The reservation stays (upstream's two-step eviction): the quota
+    is given back by :func:`released` once the victim's job has stopped
+    (:class:`Releaser` says who does that), so the preemptor is not admitted
+    while the victim's pods still run, and the release is written once, by
+    whoever stopped the job. The ``resource-in-use`` finalizer stays.
     """
+    conditions = _conditions(wl)
+    _mark_evicted(conditions, WorkloadReason.EVICTED_BY_PREEMPTION, message, now, True, reason)
     return WorkloadUpdate(
         transition="preempted",
-        status=_evict(wl, WorkloadReason.EVICTED_BY_PREEMPTION, message, now, requeue=True, preemption_reason=reason),
+        status={"conditions": _dump(conditions)},
         events=[EventRecord("Normal", WorkloadReason.EVICTED_BY_PREEMPTION, message)],
     )
+
+
+def awaits_release(wl: Workload) -> bool:
+    """Evicted but still holding quota: the second step of an eviction (:func:`released`) is due.
+
+    The eviction must be the later of the two (a tie counts: both are stamped
+    to the second): a reservation written by something that leaves an old
+    ``Evicted=True`` in place (a hand-made Workload, another controller) is a
+    new reservation, not one awaiting its release.
+    """
+    if not holds_quota(wl):
+        return False
+    conditions = wl.status.conditions if wl.status else None
+    evicted = find_condition(conditions, EVICTED)
+    reserved = find_condition(conditions, QUOTA_RESERVED)
+    if evicted is None or evicted.status != ConditionStatus.TRUE:
+        return False
+    if reserved is None or reserved.last_transition_time is None or evicted.last_transition_time is None:
+        return True
+    return evicted.last_transition_time >= reserved.last_transition_time
+
+
+def released(wl: Workload, now: datetime) -> WorkloadUpdate:
+    """Give back the quota of an evicted Workload whose job has stopped (the second step of :func:`preempted`).
+
+    ``QuotaReserved=False`` reason ``Pending`` with the eviction's message
+    (upstream's job reconciler writes the same), ``status.admission`` cleared,
+    ``Admitted=False``, every check back to ``Pending``; on a MultiKueue
+    manager ``clusterName`` cleared, so the next reservation dispatches afresh.
+    """
+    evicted = find_condition(wl.status.conditions if wl.status else None, EVICTED)
+    message = evicted.message if evicted is not None and evicted.message else "The workload was evicted"
+    return WorkloadUpdate(transition="eviction released", status=_release_into(wl, _conditions(wl), message, now))
+
+
+def release_wait(wl: Workload, now: datetime, releaser: Releaser, grace: float) -> float | None:
+    """Seconds until the lifecycle releases the evicted ``wl`` itself (0: now), or ``None`` when that is not its part.
+
+    ``None`` when ``wl`` awaits no release, or its Job's integration releases
+    it (:attr:`Releaser.JOB`). An :attr:`Releaser.OUTSIDE` Workload waits
+    ``grace`` seconds from its ``Evicted`` transition for an outside
+    controller's release (upstream's would wait for ever; a Workload nobody
+    runs would then hold its quota for good).
+    """
+    if not awaits_release(wl) or releaser is Releaser.JOB:
+        return None
+    if releaser is Releaser.AT_ONCE:
+        return 0.0
+    evicted = find_condition(wl.status.conditions if wl.status else None, EVICTED)
+    since = evicted.last_transition_time if evicted is not None else None
+    if since is None:
+        return 0.0
+    return max(0.0, grace - (now - since).total_seconds())
 
 
 def placed_on_workers(wl: Workload) -> bool:
@@ -230,8 +318,14 @@ def placed_on_workers(wl: Workload) -> bool:
     return bool(status and (status.cluster_name or status.nominated_cluster_names))
 
 
-def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
-    """The next transition of ``wl``, or ``None`` when it is where it should be."""
+def next_update(
+    wl: Workload, now: datetime, releaser: Releaser = Releaser.AT_ONCE, grace: float = OUTSIDE_RELEASE_GRACE_SECONDS
+) -> WorkloadUpdate | None:
+    """The next transition of ``wl``, or ``None`` when it is where it should be.
+
+    ``releaser`` and ``grace`` matter only to a preempted Workload still
+    holding quota (:func:`release_wait`).
+    """
     status = wl.status
     conditions = status.conditions if status else None
     finalizers = wl.metadata.finalizers or []
@@ -258,6 +352,10 @@ def next_update(wl: Workload, now: datetime) -> WorkloadUpdate | None:
             remove_finalizer=has_finalizer,
             events=[EventRecord("Normal", WorkloadReason.DEACTIVATED, message)],
         )
+
+    if awaits_release(wl):
+        # Preempted: nothing more happens to it but its release (checks going Ready must not admit it again).
+        return released(wl, now) if release_wait(wl, now, releaser, grace) == 0.0 else None
 
     checks = _checks(wl)
     rejected = [c for c in checks if c.state == CheckState.REJECTED]

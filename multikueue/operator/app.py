@@ -28,6 +28,7 @@ from multikueue.api.configuration import (
 )
 from multikueue.runtime import metrics
 from multikueue.runtime.logging import configure
+from multikueue.core.lifecycle import OUTSIDE_RELEASE_GRACE_SECONDS
 from multikueue.operator.wiring import Controller, Settings, build
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
@@ -80,6 +81,8 @@ class ControllerOptions:
     webhook_cert_secret: str | None = None
     #: Directory with tls.crt, tls.key (and ca.crt) kept by someone else (cert-manager).
     webhook_cert_dir: str | None = None
+    #: Seconds a preempted Workload no integration here runs is left to its own controller to release.
+    outside_release_grace: float = OUTSIDE_RELEASE_GRACE_SECONDS
 
 
 def webhook_options(options: ControllerOptions) -> webhook.WebhookOptions | None:
@@ -325,6 +328,7 @@ async def run_controller(options: ControllerOptions) -> None:
                 config_map=options.config_map,
                 config=loaded.config,
                 webhooks=bool(options.webhook_port),
+                outside_release_grace=options.outside_release_grace,
             ),
         )
         # Adapters of external frameworks exist before any handler runs, so no Workload is

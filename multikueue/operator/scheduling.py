@@ -257,6 +257,12 @@ class SchedulingLoop:
                 wl = self.cache.workload(decision.victim)
                 if wl is None or not lifecycle.holds_quota(wl):
                     return
+                if lifecycle.awaits_release(wl):
+                    # Evicted already (by this preemptor's earlier cycle, or another): its release is on its
+                    # way, and that change wakes the preemptor. Noted as written on this version, so neither
+                    # a second eviction nor a recheck of the preemptor (which would plan it again at once).
+                    written = wl.metadata.resource_version
+                    return
                 if version is not None and wl.metadata.resource_version != version:
                     log.debug("preemption dropped: the victim changed since it was planned",
                               workload=f"{wl.namespace}/{wl.name}")  # fmt: skip

@@ -43,6 +43,7 @@ from multikueue.api.configuration import Configuration
 from multikueue.api.resources import WORKLOADS
 from multikueue.controllers.fencing import OriginFencing
 from multikueue.controllers.lifecycle import LifecycleController, Listener
+from multikueue.core.lifecycle import OUTSIDE_RELEASE_GRACE_SECONDS, Releaser
 from multikueue.controllers.multikueue.apply import PlanApplier
 from multikueue.controllers.multikueue.checks import queue_has_multikueue_check
 from multikueue.controllers.multikueue.clusters import ClusterManager
@@ -115,6 +116,8 @@ class Settings:
     config_map: str
     config: Configuration
     webhooks: bool = False
+    #: Seconds a preempted Workload no integration here runs is left to its own controller to release.
+    outside_release_grace: float = OUTSIDE_RELEASE_GRACE_SECONDS
 
 
 @dataclass
@@ -166,6 +169,7 @@ class Controller:
             format_key=lambda key: f"{key[0]}/{key[1]}",
             expected=(ApiException, OSError),
         )
+        self.lifecycle.later = self.lifecycle_queue.add
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         """Register every kopf handler of the parts built (no daemon, timer or change handler: kopf writes nothing)."""
@@ -460,7 +464,9 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
         writer=writer,
         integrations=integrations,
         scheduling=SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache), fair_sharing_of(settings.config)),
-        lifecycle=LifecycleController(cache, writer, listeners),
+        lifecycle=LifecycleController(
+            cache, writer, listeners, releaser_of=releaser_of(jobs, external), release_grace=settings.outside_release_grace
+        ),
         jobs=jobs,
         external=external,
         frameworks=frameworks,
@@ -469,6 +475,20 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
         gc=gc,
         fencing=fencing,
     )
+
+
+def releaser_of(jobs: JobReconciler, external: ExternalReconciler) -> Callable[[Workload], Releaser]:
+    """Who releases a preempted Workload: its Job's integration (after stopping the Job), at once for an external
+    kind's object (nothing of it runs here to stop), else an outside controller (the lifecycle after a grace)."""
+
+    def releaser(wl: Workload) -> Releaser:
+        if jobs.releases(wl):
+            return Releaser.JOB
+        if external.object_of(wl) is not None:
+            return Releaser.AT_ONCE
+        return Releaser.OUTSIDE
+
+    return releaser
 
 
 def _awaitable(callback: Callable[[Workload], None]) -> Listener:

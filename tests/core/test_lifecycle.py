@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from multikueue.api import Workload
 from multikueue.api.constants import Finalizers
+from multikueue.api.meta import Condition
 from multikueue.api.workload import Admission
 from multikueue.core.lifecycle import (
+    Releaser,
+    awaits_release,
     finished_status,
     holds_quota,
     may_report_pending,
@@ -18,6 +21,9 @@ from multikueue.core.lifecycle import (
     only_numbers_differ,
     says_pending,
     pending_status,
+    preempted,
+    release_wait,
+    released,
     reservation_status,
 )
 
@@ -216,25 +222,79 @@ def test_finishing_replaces_an_earlier_finished_condition() -> None:
     assert [c["reason"] for c in again["conditions"] if c["type"] == "Finished"] == ["Succeeded"]
 
 
-def test_a_victim_of_preemption_is_evicted_requeued_and_told_why_and_a_new_reservation_ends_it() -> None:
-    from multikueue.core.lifecycle import preempted
+def merged(wl: Workload, status: dict[str, Any]) -> Workload:
+    """``wl`` after the merge patch ``status`` of its ``.status``."""
+    body = wl.to_k8s()
+    body["status"] = {k: v for k, v in {**body.get("status", {}), **status}.items() if v is not None}
+    return Workload.from_k8s(body)
 
+
+MESSAGE = "Preempted to accommodate a workload (UID: u, JobUID: j) due to ..."
+
+
+def test_a_victim_of_preemption_is_evicted_and_requeued_but_keeps_its_quota_until_released() -> None:
     wl = workload([("mk", "Ready")], admitted=True, clusterName="worker1")
-    update = preempted(wl, "InClusterQueue", "Preempted to accommodate a workload (UID: u, JobUID: j) due to ...", NOW)
+    update = preempted(wl, "InClusterQueue", MESSAGE, NOW)
     assert update.transition == "preempted" and update.status is not None
-    assert update.status["admission"] is None
+    assert set(update.status) == {"conditions"}, "the reservation, the checks and clusterName stay until the release"
     conditions = types(update.status)
     assert conditions["Evicted"] == ("True", "Preempted")
     assert conditions["Preempted"] == ("True", "InClusterQueue")
-    assert conditions["QuotaReserved"][0] == "False" and conditions["Admitted"][0] == "False"
+    assert conditions["QuotaReserved"] == ("True", "QuotaReserved") and conditions["Admitted"] == ("True", "Admitted")
     assert conditions["Requeued"] == ("True", "Preempted")
-    assert {c["state"] for c in update.status["admissionChecks"]} == {"Pending"}
-    assert update.status["clusterName"] is None, "the MultiKueue check removes the remote copies"
-    assert not update.remove_finalizer, "one write: the finalizer stays, as upstream's"
+    assert not update.remove_finalizer, "the finalizer stays, as upstream's"
     assert [(e.reason, e.message[:9]) for e in update.events] == [("Preempted", "Preempted")]
 
-    body = wl.to_k8s()
-    body["status"] = {k: v for k, v in update.status.items() if v is not None}
-    again = reservation_status(Workload.from_k8s(body), Admission.model_validate(wl.status.admission.to_dict()), [], NOW)
+    victim = merged(wl, update.status)
+    assert holds_quota(victim) and awaits_release(victim)
+    release = released(victim, NOW)
+    assert release.status is not None and release.status["admission"] is None
+    after = types(release.status)
+    assert after["QuotaReserved"] == ("False", "Pending") and after["Admitted"] == ("False", "Pending")
+    assert after["Evicted"] == ("True", "Preempted"), "Evicted stays until the next reservation"
+    assert [c["message"] for c in release.status["conditions"] if c["type"] == "QuotaReserved"] == [MESSAGE]
+    assert {c["state"] for c in release.status["admissionChecks"]} == {"Pending"}
+    assert release.status["clusterName"] is None, "the MultiKueue check removes the remote copies"
+    freed = merged(victim, release.status)
+    assert not holds_quota(freed) and not awaits_release(freed)
+
+    again = reservation_status(freed, Admission.model_validate(wl.status.admission.to_dict()), [], NOW)
     after = types(again)
     assert after["Evicted"] == ("False", "QuotaReserved") and after["Preempted"] == ("False", "QuotaReserved")
+
+
+def test_who_releases_a_preempted_workload_and_when() -> None:
+    victim = merged(workload(admitted=True), preempted(workload(admitted=True), "InClusterQueue", MESSAGE, NOW).status or {})
+    later = NOW + timedelta(seconds=2)
+    # Its Job's integration stops the Job first, then releases: never the lifecycle.
+    assert release_wait(victim, later, Releaser.JOB, 5.0) is None
+    assert next_update(victim, later + timedelta(hours=1), Releaser.JOB, 5.0) is None
+    # Nothing of ours to stop: at once.
+    assert release_wait(victim, later, Releaser.AT_ONCE, 5.0) == 0.0
+    update = next_update(victim, later, Releaser.AT_ONCE, 5.0)
+    assert update is not None and update.transition == "eviction released"
+    # Unknown to us: an outside controller may release it; the lifecycle does once the grace has passed.
+    assert release_wait(victim, later, Releaser.OUTSIDE, 5.0) == pytest.approx(3.0)
+    assert next_update(victim, later, Releaser.OUTSIDE, 5.0) is None
+    update = next_update(victim, NOW + timedelta(seconds=5), Releaser.OUTSIDE, 5.0)
+    assert update is not None and update.transition == "eviction released"
+
+
+def test_a_reservation_newer_than_an_old_eviction_is_not_released() -> None:
+    # Reserved by something that left Evicted=True from an earlier eviction in place (a hand-made Workload).
+    wl = workload(admitted=True)
+    assert wl.status is not None
+    wl.status.conditions = [*(wl.status.conditions or []), Condition.model_validate(
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "", "lastTransitionTime": "2025-12-30T00:00:00Z"}
+    )]  # fmt: skip
+    assert not awaits_release(wl)
+    assert release_wait(wl, NOW, Releaser.AT_ONCE, 0.0) is None
+    assert next_update(wl, NOW, Releaser.AT_ONCE, 0.0) is None
+
+
+def test_a_victim_awaiting_its_release_is_not_admitted_again_when_its_checks_turn_ready() -> None:
+    wl = workload([("mk", "Pending")])
+    victim = merged(wl, preempted(wl, "InClusterQueue", MESSAGE, NOW).status or {})
+    assert victim.status is not None and victim.status.admission_checks
+    victim.status.admission_checks[0].state = "Ready"
+    assert next_update(victim, NOW, Releaser.JOB, 5.0) is None

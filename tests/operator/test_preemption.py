@@ -9,15 +9,19 @@ label, as upstream users set them.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from multikueue.api.meta import format_time, utcnow
 from multikueue.api.resources import WORKLOADS
 from multikueue.api.workload import Workload
 from multikueue.core.cache import Cache
+from multikueue.core.lifecycle import OUTSIDE_RELEASE_GRACE_SECONDS
 from multikueue.core.scheduler import PreemptionDecision
 from multikueue.dev import objects as o
 from multikueue.dev.pytest_plugin import Clusters
@@ -170,4 +174,80 @@ async def test_an_eviction_planned_on_an_older_version_of_its_victim_is_dropped(
     await loop._preempt(decision(current), asyncio.Semaphore(1))
     assert writer.writes["status:preempted"] == 1
     victim = kueue.get("Workload", "victim", ns)
-    assert o.is_true(victim, "Evicted") and not o.is_true(victim, "QuotaReserved")
+    assert o.is_true(victim, "Evicted") and o.is_true(victim, "QuotaReserved"), "its quota waits for its release"
+
+    # Planned again on the evicted version (the preemptor waits for that release): not evicted twice.
+    evicted = Workload.from_k8s(victim)
+    cache.upsert_workload(evicted)
+    await loop._preempt(decision(str(evicted.metadata.resource_version)), asyncio.Semaphore(1))
+    assert writer.writes["status:preempted"] == 1
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _bare_preemption(kueue: o.Kueue, ns: str) -> dict[str, Any]:
+    """A low-priority Workload without an owner holding all the quota, then a higher one: the low one's eviction."""
+    kueue.create(o.resource_flavor(f"default-{ns}"))
+    kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 1}}, scale_cpu=False,
+                                 preemption={"withinClusterQueue": "LowerPriority"}))  # fmt: skip
+    kueue.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    kueue.create(o.workload(ns, "low", "user-queue", {"cpu": "1"}, priority=10))
+    o.wait_for(lambda: o.is_true(kueue.get("Workload", "low", ns), "Admitted"), 30, what="low admitted")
+    kueue.create(o.workload(ns, "high", "user-queue", {"cpu": "1"}, priority=1000))
+    return _low_when(kueue, ns, lambda wl: o.is_true(wl, "Evicted"), 30, "low evicted")
+
+
+def _low_when(kueue: o.Kueue, ns: str, test: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        wl = kueue.get("Workload", "low", ns)
+        return wl if test(wl) else None
+
+    return o.wait_for(check, timeout, what=what)
+
+
+def test_a_preempted_workload_without_an_owner_keeps_its_quota_for_its_controller_then_is_released(
+    kueue: o.Kueue, namespace: str
+) -> None:
+    """Upstream's two-step eviction: nothing of ours runs a bare Workload, so its own controller (outside) is given
+    ``OUTSIDE_RELEASE_GRACE_SECONDS`` to release it; nobody does here, so the controller releases it then."""
+    ns = namespace
+    low = _bare_preemption(kueue, ns)
+    assert o.is_true(low, "QuotaReserved") and low["status"].get("admission"), "evicted, its quota still held"
+    assert (o.condition(low, "Preempted") or {}).get("reason") == "InClusterQueue"
+    assert not o.is_true(kueue.get("Workload", "high", ns), "QuotaReserved"), "the preemptor waits for the release"
+    released = _low_when(
+        kueue, ns, lambda wl: not o.is_true(wl, "QuotaReserved"), OUTSIDE_RELEASE_GRACE_SECONDS + 30, "low released"
+    )
+    evicted_at = parse_time(o.condition(released, "Evicted")["lastTransitionTime"])
+    released_at = parse_time(o.condition(released, "QuotaReserved")["lastTransitionTime"])
+    assert (released_at - evicted_at).total_seconds() >= OUTSIDE_RELEASE_GRACE_SECONDS - 1  # whole seconds
+    assert released["status"].get("admission") is None
+    o.wait_for(lambda: o.is_true(kueue.get("Workload", "high", ns), "Admitted"), 30, what="high admitted")
+
+
+def test_a_release_by_the_workloads_own_controller_admits_the_preemptor_before_the_grace_ends(
+    kueue: o.Kueue, namespace: str
+) -> None:
+    """The test plays the job controller (as upstream's tests and its scalability runner do): its release is the one.
+
+    Its write is conditional on the evicted version, so it succeeding means
+    the controller wrote nothing to the victim in between (the clearing
+    write the scalability runner lost in races before the two-step eviction).
+    """
+    ns = namespace
+    low = _bare_preemption(kueue, ns)
+    message = "released by its own controller"
+    conditions = [c for c in low["status"]["conditions"] if c["type"] not in ("QuotaReserved", "Admitted")]
+    now = format_time(utcnow())
+    conditions += [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message, "lastTransitionTime": now},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": message, "lastTransitionTime": now},
+    ]
+    released_at = time.monotonic()
+    kueue.patch("Workload", "low", {"metadata": {"resourceVersion": low["metadata"]["resourceVersion"]},
+                                    "status": {"admission": None, "conditions": conditions}}, ns, status=True)  # fmt: skip
+    o.wait_for(lambda: o.is_true(kueue.get("Workload", "high", ns), "Admitted"), OUTSIDE_RELEASE_GRACE_SECONDS,
+               what="high admitted before the grace ends")  # fmt: skip
+    assert time.monotonic() - released_at < OUTSIDE_RELEASE_GRACE_SECONDS

@@ -69,6 +69,7 @@ from multikueue.api.constants import CheckState, ConditionStatus, Dispatcher, Fi
 from multikueue.api.meta import format_time
 from multikueue.api.workload import AdmissionCheckState, Workload
 from multikueue.controllers.multikueue.remote_workload import RemoteCopy, RemoteState, pod_template_requests, remote_state
+from multikueue.core.lifecycle import awaits_release
 
 __all__ = [
     "INCREMENTAL_BATCH_SIZE",
@@ -404,9 +405,11 @@ def remote_objects_left(ctx: DispatchContext) -> bool:
 def _holds_reservation(local: Workload) -> bool:
     """Dispatchable: ``QuotaReserved=True`` with ``status.admission`` set.
 
-    As upstream, only the reservation counts. An evicted or deactivated
-    Workload loses it in the same write (see :mod:`multikueue.core.lifecycle`),
-    so those are "not reserved" too.
+    As upstream, only the reservation counts. A deactivated Workload, or one
+    evicted by a check, loses it in the same write (see
+    :mod:`multikueue.core.lifecycle`), so those are "not reserved" too; a
+    preempted one keeps it until its job has stopped, and is not dispatched
+    meanwhile (:func:`decide`).
     """
     return local.has_quota_reservation and local.status.admission is not None
 
@@ -484,6 +487,9 @@ def decide(local: Workload, ctx: DispatchContext) -> Plan:
     3. being deleted or Finished: delete the remote objects everywhere;
     4. no quota reservation (pending, evicted, deactivated): delete the remote
        objects everywhere and clear ``clusterName``/``nominatedClusterNames``;
+       preempted but still holding quota (its release is the Job
+       integration's, once the manager's Job is stopped): delete the remote
+       objects, leave the rest to the release;
     5. check ``Retry`` or ``Rejected``: this attempt is over, delete the remote
        objects everywhere (the local lifecycle evicts or deactivates; upstream
        keeps the winner's copy until then, deleting a little earlier changes
@@ -511,6 +517,9 @@ def decide(local: Workload, ctx: DispatchContext) -> Plan:
         return Plan(tuple(_cleanup(ctx)))
     if not _holds_reservation(local):
         return Plan(tuple(_cleanup(ctx) + _set_nominated(local, ()) + _set_cluster_name(local, None)))
+    if awaits_release(local):
+        # Preempted, its quota not released yet: the remote job stops now; the release clears clusterName.
+        return Plan(tuple(_cleanup(ctx)))
     if check.state in (CheckState.RETRY, CheckState.REJECTED):
         return Plan(tuple(_cleanup(ctx)))
     if ctx.adapter_problem is not None:

@@ -5,7 +5,9 @@ finished Job finishes its Workload; a Job without a Workload gets one (unless
 it names a prebuilt one, which is then awaited); a Workload that no longer
 matches its Job is replaced while it holds no quota; an admitted Workload
 starts its suspended Job; a Job running without an admitted Workload is
-stopped.
+stopped; a preempted Workload (evicted, still holding quota) has its Job
+stopped and then its quota released (upstream's two-step eviction: the
+preemptor is not admitted while the victim's pods still run).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from multikueue.api.constants import WorkloadConditionType
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import PriorityClassRef, Workload
-from multikueue.core.lifecycle import holds_quota
+from multikueue.core.lifecycle import awaits_release, holds_quota
 from multikueue.integrations.batchjob import job as batchjob
 from multikueue.integrations.batchjob.startstop import PatchStep, start_patch, stop_steps
 
@@ -31,6 +33,8 @@ class Step(StrEnum):
     START = "start"
     STOP = "stop"
     FINISH_WORKLOAD = "finish-workload"
+    #: The Job is stopped: give back its evicted Workload's quota (:func:`multikueue.core.lifecycle.released`).
+    RELEASE_WORKLOAD = "release-workload"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class JobAction:
     finished_condition: dict[str, Any] | None = None
     #: Why, for events and logs.
     message: str = ""
+    #: STOP of an evicted Workload's Job: release the Workload's quota once the Job's writes are done.
+    release: bool = False
 
 
 def workload_name_for(job: Mapping[str, Any]) -> str:
@@ -112,16 +118,20 @@ def decide(
     if not prebuilt and not holds_quota(workload) and not batchjob.equivalent(job, workload):
         return JobAction(Step.RECREATE_WORKLOAD, message="the Job changed; its Workload is replaced")
 
-    admitted = workload.is_condition_true(WorkloadConditionType.ADMITTED) and holds_quota(workload)
+    evicted = awaits_release(workload)
+    admitted = workload.is_condition_true(WorkloadConditionType.ADMITTED) and holds_quota(workload) and not evicted
     if admitted and batchjob.is_suspended(job):
         patch = start_patch(job, workload, flavors)
         return JobAction(Step.START, job_patches=[PatchStep("", patch)], message="admitted: starting the Job")
     if not admitted and not batchjob.is_suspended(job):
         steps = stop_steps(job, workload)
         if steps:
-            return JobAction(Step.STOP, job_patches=steps, message="not admitted: suspending the Job")
+            why = "evicted: suspending the Job" if evicted else "not admitted: suspending the Job"
+            return JobAction(Step.STOP, job_patches=steps, message=why, release=evicted)
     if not admitted and batchjob.is_suspended(job):
         steps = stop_steps(job, workload)  # finish an interrupted stop (template restore)
         if steps:
-            return JobAction(Step.STOP, job_patches=steps, message="restoring the Job's template")
+            return JobAction(Step.STOP, job_patches=steps, message="restoring the Job's template", release=evicted)
+    if evicted:
+        return JobAction(Step.RELEASE_WORKLOAD, message="evicted and the Job is stopped: releasing its quota")
     return JobAction(Step.NONE)

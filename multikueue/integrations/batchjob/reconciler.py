@@ -27,13 +27,14 @@ from urllib3.exceptions import HTTPError
 
 from multikueue.api import Workload
 from multikueue.api.constants import WorkloadConditionType
-from multikueue.api.meta import LabelSelector, without_managed_fields
+from multikueue.api.meta import LabelSelector, utcnow, without_managed_fields
 from multikueue.api.resources import NAMESPACES
 from multikueue.api.workload import PriorityClassRef
 from multikueue.integrations.batchjob import job as batchjob
 from multikueue.integrations.batchjob.priority import priority_of
 from multikueue.integrations.batchjob.startstop import MissingFlavorError, PodSetMergeConflict
 from multikueue.integrations.batchjob.decide import JobAction, Step, decide, is_queued, workload_name_for
+from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.matching import selector_matches
 from multikueue.runtime.events import EventRecorder, ObjectRef
@@ -162,18 +163,25 @@ class JobReconciler:
             self._store(key, body)
             self._enqueue(key)
 
-    async def on_workload(self, wl: Workload) -> None:
-        """Reconcile the Job bound to ``wl``, if we know it."""
+    def bound_job(self, wl: Workload) -> tuple[str, str] | None:
+        """The Job ``wl`` belongs to (its owner, or the Job naming it as its prebuilt Workload), if we know it."""
         for ref in wl.metadata.owner_references or []:
             if ref.kind == "Job" and ref.api_version == "batch/v1":
                 key = (wl.namespace or "", ref.name)
-                if key in self._jobs:
-                    self._enqueue(key)
-                return
+                return key if key in self._jobs else None
         # A prebuilt Workload has no owner: the Job naming it, if any.
         prebuilt = self._prebuilt.get((wl.namespace or "", wl.name))
-        if prebuilt is not None and prebuilt in self._jobs:
-            self._enqueue(prebuilt)
+        return prebuilt if prebuilt is not None and prebuilt in self._jobs else None
+
+    def releases(self, wl: Workload) -> bool:
+        """Whether this integration stops ``wl``'s Job and then releases ``wl`` when it is preempted."""
+        return self.bound_job(wl) is not None
+
+    async def on_workload(self, wl: Workload) -> None:
+        """Reconcile the Job bound to ``wl``, if we know it."""
+        key = self.bound_job(wl)
+        if key is not None:
+            self._enqueue(key)
 
     def _priority(self, job: Mapping[str, Any]) -> tuple[int | None, PriorityClassRef | None]:
         return priority_of(
@@ -325,6 +333,10 @@ class JobReconciler:
                 rv = result["metadata"]["resourceVersion"]
             reason = "Started" if action.step is Step.START else "Stopped"
             self._event(job, "Normal", reason, action.message)
+            if action.release and wl is not None:
+                await self.writer.apply(wl, lifecycle.released(wl, utcnow()))
+        elif action.step is Step.RELEASE_WORKLOAD and wl is not None:
+            await self.writer.apply(wl, lifecycle.released(wl, utcnow()))
         elif action.step is Step.FINISH_WORKLOAD and wl is not None and action.finished_condition is not None:
             await self.writer.finish(wl, action.finished_condition)
 

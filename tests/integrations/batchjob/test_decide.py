@@ -12,6 +12,8 @@ from multikueue.api.resourceflavor import ResourceFlavor, ResourceFlavorSpec
 from multikueue.api.workload import Workload
 from multikueue.integrations.batchjob.decide import Step, decide
 from multikueue.integrations.batchjob.job import build_workload
+from multikueue.core.lifecycle import preempted
+from multikueue.api.meta import utcnow
 
 pytestmark = pytest.mark.unit
 
@@ -46,3 +48,28 @@ def test_a_job_being_deleted_is_not_started(api_job: JobFactory, reserve: Callab
     admitted = reserve(build_workload(job, priority=None, priority_class=None), admitted=True)
     assert decide(job, admitted, flavors=FLAVORS).step == Step.START
     assert decide(deleting(job), admitted, flavors=FLAVORS).step == Step.NONE
+
+
+def test_a_preempted_workloads_job_is_stopped_then_its_quota_released(
+    api_job: JobFactory, reserve: Callable[..., Workload]
+) -> None:
+    """Upstream's two-step eviction: the Job stops first, and its Workload's quota is released after that."""
+    job = api_job()
+    admitted = reserve(build_workload(job, priority=None, priority_class=None), admitted=True)
+    start = decide(job, admitted, flavors=FLAVORS)
+    assert start.step == Step.START
+    running = {**job, "spec": {**job["spec"], **start.job_patches[0].patch["spec"]}}
+    assert decide(running, admitted, flavors=FLAVORS).step == Step.NONE
+
+    update = preempted(admitted, "InClusterQueue", "Preempted to accommodate a workload", utcnow())
+    body = admitted.to_k8s()
+    body["status"] = {**body["status"], **(update.status or {})}
+    victim = Workload.from_k8s(body)
+    stop = decide(running, victim, flavors=FLAVORS)
+    assert stop.step == Step.STOP and stop.release, "suspend the Job, then release in the same reconcile"
+    # A stop interrupted after the suspension: the template's restore, then the release.
+    suspended = {**running, "spec": {**running["spec"], "suspend": True}}
+    restore = decide(suspended, victim, flavors=FLAVORS)
+    assert restore.step == Step.STOP and restore.release
+    # The Job fully stopped but the release not written (a conflict): the release alone is left.
+    assert decide(job, victim, flavors=FLAVORS).step == Step.RELEASE_WORKLOAD

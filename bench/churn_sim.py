@@ -233,16 +233,27 @@ class Simulation:
     def _evict(self, preemption: Any, decided: float) -> None:
         now = decided + self.latency
         wl = self.cache.workload(preemption.victim)
-        if wl is None or wl.status.admission is None:
+        if wl is None or wl.status.admission is None or lifecycle.awaits_release(wl):
             return
         update = lifecycle.preempted(wl, preemption.reason, preemption.message, EPOCH + timedelta(seconds=now))
         assert update.status is not None
         self._update(preemption.victim, dict(update.status))
         self._runs[preemption.victim] = self._runs.get(preemption.victim, 0) + 1
+        # The runner plays the job controller: it releases the quota one write later (the two-step eviction).
+        self._at(now + self.latency, lambda: self._release(preemption.victim, now + self.latency))
         cls = self._created[preemption.victim][1]
         self.figures.evictions[preemption.victim[1]] += 1
         self.figures.evicted_by_class[cls] += 1
         self.figures.reasons[preemption.reason] += 1
+        self._changed(now)
+
+    def _release(self, key: WorkloadKey, now: float) -> None:
+        wl = self.cache.workload(key)
+        if wl is None or not lifecycle.awaits_release(wl):
+            return
+        update = lifecycle.released(wl, EPOCH + timedelta(seconds=now))
+        assert update.status is not None
+        self._update(key, dict(update.status))
         self._changed(now)
 
     def _pending(self, update: Any, decided: float) -> None:

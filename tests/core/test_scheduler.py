@@ -824,12 +824,14 @@ def evict(cache: Cache, result: CycleResult) -> None:
     for decision in result.preempted:
         wl = cache.workload(decision.victim)
         assert wl is not None
-        update = lifecycle.preempted(wl, decision.reason, decision.message, NOW)
-        assert update.status is not None
-        body = wl.to_k8s()
-        body["status"] = {**body.get("status", {}), **{k: v for k, v in update.status.items() if v is not None}}
-        body["status"].pop("admission", None)
-        cache.upsert_workload(Workload.from_k8s(body))
+        for step in (lambda w: lifecycle.preempted(w, decision.reason, decision.message, NOW),
+                     lambda w: lifecycle.released(w, NOW)):  # fmt: skip  (marked, then its job stopped: released)
+            update = step(wl)
+            assert update.status is not None
+            body = wl.to_k8s()
+            body["status"] = {k: v for k, v in {**body.get("status", {}), **update.status}.items() if v is not None}
+            wl = Workload.from_k8s(body)
+        cache.upsert_workload(wl)
 
 
 def test_a_higher_priority_workload_preempts_the_newest_lower_one_then_is_admitted() -> None:

@@ -810,7 +810,7 @@ def test_an_older_resource_version_never_replaces_a_newer_copy() -> None:
 
 # --- preemption ------------------------------------------------------------------------------------
 
-from multikueue.core import lifecycle  # noqa: E402 - the preemption tests' I/O stand-in
+from multikueue.dev.standins import evict_and_release  # noqa: E402 - the preemption tests' I/O stand-in
 
 LOWER = {"preemption": {"withinClusterQueue": "LowerPriority"}}
 
@@ -821,17 +821,7 @@ def admit_all(cache: Cache, result: CycleResult) -> list[Workload]:
 
 def evict(cache: Cache, result: CycleResult) -> None:
     """What the I/O layer writes for each victim, coming back through the watch."""
-    for decision in result.preempted:
-        wl = cache.workload(decision.victim)
-        assert wl is not None
-        for step in (lambda w: lifecycle.preempted(w, decision.reason, decision.message, NOW),
-                     lambda w: lifecycle.released(w, NOW)):  # fmt: skip  (marked, then its job stopped: released)
-            update = step(wl)
-            assert update.status is not None
-            body = wl.to_k8s()
-            body["status"] = {k: v for k, v in {**body.get("status", {}), **update.status}.items() if v is not None}
-            wl = Workload.from_k8s(body)
-        cache.upsert_workload(wl)
+    evict_and_release(cache, result.preempted, NOW)
 
 
 def test_a_higher_priority_workload_preempts_the_newest_lower_one_then_is_admitted() -> None:

@@ -21,7 +21,8 @@ from multikueue.api.cohort import Cohort
 from multikueue.api.localqueue import LocalQueue
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Workload
-from multikueue.core import Cache, CycleResult, lifecycle, schedule
+from multikueue.core import Cache, CycleResult, schedule
+from multikueue.dev.standins import evict_and_release
 from multikueue.core.fairsharing import DRS, NEGATIVE_DRS, FairSharing
 from multikueue.core.quota import QuotaNode
 from multikueue.core.scheduler import _fairer
@@ -576,17 +577,7 @@ def _confirm(cache: Cache, result: CycleResult) -> None:
 
 def _evict(cache: Cache, result: CycleResult) -> None:
     """What the I/O layer writes for each victim, coming back through the watch (quota released)."""
-    for decision in result.preempted:
-        wl = cache.workload(decision.victim)
-        assert wl is not None
-        for step in (lambda w: lifecycle.preempted(w, decision.reason, decision.message, NOW),
-                     lambda w: lifecycle.released(w, NOW)):  # fmt: skip  (marked, then its job stopped: released)
-            update = step(wl)
-            assert update.status is not None
-            body = wl.to_k8s()
-            body["status"] = {k: v for k, v in {**body.get("status", {}), **update.status}.items() if v is not None}
-            wl = Workload.from_k8s(body)
-        cache.upsert_workload(wl)
+    evict_and_release(cache, result.preempted, NOW)
 
 
 def test_a_fair_share_is_reached_and_kept_over_cycles() -> None:

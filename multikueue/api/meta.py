@@ -35,6 +35,7 @@ __all__ = [
     "now",
     "remove_condition",
     "set_condition",
+    "version_number",
     "without_managed_fields",
 ]
 
@@ -54,6 +55,19 @@ def _as_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+def version_number(resource_version: str | None) -> int | None:
+    """A ``resourceVersion`` as a number, or ``None`` when it is not one.
+
+    Kubernetes 1.35 made the versions of objects of one resource comparable
+    (KEP-5504): a positive integer without leading zeros, greater for a later
+    write. A server that stores objects elsewhere may still send opaque
+    strings; then only equality means anything, and callers fall back to it.
+    """
+    if not resource_version or not (resource_version.isascii() and resource_version.isdigit()) or resource_version[0] == "0":
+        return None
+    return int(resource_version)
 
 
 def format_time(value: datetime) -> str:

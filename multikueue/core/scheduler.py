@@ -136,7 +136,7 @@ from multikueue.api.clusterqueue import (
     WithinClusterQueuePolicy,
 )
 from multikueue.api.constants import Labels, WorkloadConditionType, WorkloadReason
-from multikueue.api.meta import find_condition
+from multikueue.api.meta import find_condition, version_number
 from multikueue.api.workload import Admission
 from multikueue.core import messages
 from multikueue.core.fairpreemption import plan_fair_preemption
@@ -564,6 +564,7 @@ def _candidate(holder: QuotaHolder, now: datetime) -> AdmittedWorkload:
         quota_reserved_at=reserved.last_transition_time if reserved is not None else None,
         evicted=holder.workload.is_evicted,
         uid=holder.workload.metadata.uid or "",
+        version=version_number(holder.workload.metadata.resource_version),
     )
 
 

@@ -40,6 +40,7 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api import Workload
 from multikueue.api.configuration import Configuration
+from multikueue.api.meta import version_number
 from multikueue.api.resources import WORKLOADS
 from multikueue.controllers.fencing import OriginFencing
 from multikueue.controllers.lifecycle import LifecycleController, Listener
@@ -93,9 +94,8 @@ def _not_older(current: str | None, listed: str | None) -> bool:
         return False
     if current == listed:
         return True
-    if current.isdigit() and listed is not None and listed.isdigit():
-        return int(current) >= int(listed)
-    return False
+    ours, theirs = version_number(current), version_number(listed)
+    return ours is not None and theirs is not None and ours >= theirs
 
 
 def lagging_workloads(listed: Mapping[WorkloadKey, str | None], cached: Mapping[WorkloadKey, str | None]) -> list[WorkloadKey]:

@@ -46,7 +46,7 @@ from multikueue.api.constants import (
     WorkloadReason,
     reason_with_cause,
 )
-from multikueue.api.meta import Condition, ObjectMeta, find_condition, format_time, remove_condition, set_condition
+from multikueue.api.meta import Condition, ObjectMeta, find_condition, format_time, remove_condition, set_condition, version_number
 from multikueue.api.multikueue import LocationType
 from multikueue.api.quantity import QuantityValue
 from multikueue.api.workload import PodSet, PodSetAssignment, WorkloadSpec
@@ -610,3 +610,12 @@ def test_importing_the_api_has_no_side_effects() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert result.stdout.strip() == "[]"
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("resource_version", "number"),
+    [("1", 1), ("123456789012345678901234567890", 123456789012345678901234567890), ("0", None), ("012", None),
+     ("", None), (None, None), ("12a", None), ("-3", None), (" 5", None), ("\u00b2", None)],
+)
+def test_a_resource_version_is_a_number_only_as_kep_5504_defines_it(resource_version: str | None, number: int | None) -> None:
+    assert version_number(resource_version) == number

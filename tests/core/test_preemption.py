@@ -123,6 +123,7 @@ def wl(
     reserved: datetime = NOW,
     queued: datetime = NOW,
     evicted: bool = False,
+    version: int | None = None,
 ) -> AdmittedWorkload:
     return AdmittedWorkload(
         key=("", name),
@@ -133,6 +134,7 @@ def wl(
         quota_reserved_at=reserved,
         evicted=evicted,
         uid=f"uid-{name}",
+        version=version,
     )
 
 
@@ -314,6 +316,30 @@ def test_ties_go_to_the_most_recently_admitted() -> None:
         ],
     )
     assert victims(plan) == [("newest", IN_CQ)]
+
+
+def test_within_one_second_of_reservation_the_later_write_goes_first() -> None:
+    """The API keeps QuotaReserved's time to the second; the resourceVersion orders a second's reservations."""
+    plan = run(
+        incoming("standalone", {CPU: 2}, priority=1),
+        [
+            wl("a-first", "standalone", {CPU: 2}, version=120),
+            wl("b-last", "standalone", {CPU: 2}, version=135),
+            wl("c-unversioned", "standalone", {CPU: 2}),
+        ],
+    )
+    assert victims(plan) == [("b-last", IN_CQ)]
+
+
+def test_a_later_second_of_reservation_outweighs_an_older_write() -> None:
+    plan = run(
+        incoming("standalone", {CPU: 2}, priority=1),
+        [
+            wl("rewritten", "standalone", {CPU: 3}, reserved=NOW - timedelta(seconds=1), version=900),
+            wl("newer", "standalone", {CPU: 3}, version=100),
+        ],
+    )
+    assert victims(plan) == [("newer", IN_CQ)]
 
 
 def test_workloads_being_evicted_go_first() -> None:

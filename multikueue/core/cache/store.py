@@ -24,7 +24,7 @@ from multikueue.api.clusterqueue import ClusterQueue, ClusterQueueSpec, Queueing
 from multikueue.api.cohort import Cohort
 from multikueue.api.constants import ACTIVE, ClusterQueueReason
 from multikueue.api.localqueue import LocalQueue
-from multikueue.api.meta import is_condition_true
+from multikueue.api.meta import is_condition_true, version_number
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Workload
 from multikueue.api.workloadpriorityclass import WorkloadPriorityClass
@@ -107,10 +107,8 @@ def _check_names(spec: ClusterQueueSpec) -> list[str]:
 
 def _older(candidate: str | None, current: str | None) -> bool:
     """Whether ``candidate`` is an older resourceVersion than ``current`` (False when not comparable)."""
-    try:
-        return int(candidate or "") < int(current or "")
-    except ValueError:
-        return False
+    older, newer = version_number(candidate), version_number(current)
+    return older is not None and newer is not None and older < newer
 
 
 class ObjectStore:

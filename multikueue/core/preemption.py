@@ -30,7 +30,8 @@ The behaviour reference is upstream Kueue's classical preemption
 - candidates are tried in this order: Workloads already being evicted first,
   then other ClusterQueues' before the preemptor's own, then lower priority
   first, then the most recently admitted (``QuotaReserved`` transition)
-  first, then by UID; hierarchical-advantage candidates before the others,
+  first, then by UID (ours: within one second of that transition, the later
+  resourceVersion first, see :func:`candidate_order`); hierarchical-advantage candidates before the others,
   and the preemptor's own queue last, within both the evicted and the
   not-evicted part;
 - candidates are removed in that order until the preemptor fits (in a run

@@ -117,6 +117,8 @@ class WorkloadReason:
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     OUT_OF_SYNC = "OutOfSync"
+    #: The Workload's owner is gone or being deleted (upstream's ``FinishOrphanedWorkloads``).
+    OWNER_NOT_FOUND = "OwnerNotFound"
     # Evicted (and Requeued)
     EVICTED_BY_PREEMPTION = "Preempted"
     EVICTED_BY_PODS_READY_TIMEOUT = "PodsReadyTimeout"

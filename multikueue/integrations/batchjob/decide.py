@@ -23,6 +23,7 @@ from multikueue.api.workload import PriorityClassRef, Workload
 from multikueue.core.lifecycle import awaits_release, holds_quota
 from multikueue.integrations.batchjob import job as batchjob
 from multikueue.integrations.batchjob.startstop import PatchStep, start_patch, stop_steps
+from multikueue.integrations.orphans import finishes_with_its_owner, is_deleting, owner_gone_condition
 
 
 class Step(StrEnum):
@@ -86,7 +87,7 @@ def decide(
     finished = batchjob.is_finished(job)
     # A Job being deleted gets no new Workload, nor a replaced or admitted one (as upstream's
     # reconciler): it would only hold quota, or be queued, for a Job that is going away.
-    deleting = bool((job.get("metadata") or {}).get("deletionTimestamp"))
+    deleting = is_deleting(job)
 
     if workload is None:
         if finished is not None or deleting:
@@ -113,6 +114,13 @@ def decide(
         return JobAction(Step.NONE)
 
     if deleting:
+        # The quota of a Job going away is given back at once (integrations/orphans.py).
+        if finishes_with_its_owner(workload, job):
+            return JobAction(
+                Step.FINISH_WORKLOAD,
+                finished_condition=owner_gone_condition().to_dict(),
+                message="the Job is being deleted: its Workload is finished to release its quota",
+            )
         return JobAction(Step.NONE)
 
     if not prebuilt and not holds_quota(workload) and not batchjob.equivalent(job, workload):

@@ -34,6 +34,7 @@ from multikueue.integrations.batchjob import job as batchjob
 from multikueue.integrations.batchjob.priority import priority_of
 from multikueue.integrations.batchjob.startstop import MissingFlavorError, PodSetMergeConflict
 from multikueue.integrations.batchjob.decide import JobAction, Step, decide, is_queued, workload_name_for
+from multikueue.integrations.orphans import is_deleting
 from multikueue.core import lifecycle
 from multikueue.core.cache import Cache
 from multikueue.core.matching import selector_matches
@@ -87,7 +88,8 @@ class JobReconciler:
         )
 
     def started(self, key: JobKey) -> bool:
-        """Urgent in the queue: a Job whose Workload was admitted, finished or is being deleted.
+        """Urgent in the queue: a Job whose Workload was admitted, finished or is being deleted, or a
+        Job being deleted that has a Workload (finished then, to give its quota back).
 
         Finish what was started before starting more: starting an admitted
         Job (and, on a MultiKueue manager, the status copied back to it,
@@ -105,7 +107,10 @@ class JobReconciler:
             wl = self.cache.workload((key[0], workload_name_for(job)))
         except ValueError:  # no uid yet: no Workload either
             return False
-        return wl is not None and (wl.is_admitted or wl.is_finished or wl.metadata.deletion_timestamp is not None)
+        if wl is None:
+            return False
+        deleting = wl.metadata.deletion_timestamp is not None or is_deleting(job)
+        return wl.is_admitted or wl.is_finished or deleting
 
     def _enqueue(self, key: JobKey) -> None:
         """Queue ``key``: handled once the queue runs (this replica leads), dropped while it is stopped."""

@@ -28,6 +28,7 @@ from multikueue.api import Workload
 from multikueue.api.constants import Finalizers, Labels, WorkloadConditionType
 from multikueue.api.meta import Condition
 from multikueue.integrations.binding import bound_workload_name
+from multikueue.integrations.orphans import finishes_with_its_owner, is_deleting, owner_gone_condition
 
 #: Upstream's reasons on the ``Finished`` condition.
 SUCCEEDED = "Succeeded"
@@ -124,7 +125,13 @@ def decide(
     the caller reports it on the object. CPU-bound on hostile objects for up to
     the CEL budget per expression: the reconciler calls it in a thread.
     """
-    if _meta(obj).get("deletionTimestamp"):
+    if is_deleting(obj):
+        if wl is not None and finishes_with_its_owner(wl, obj):  # its quota is given back at once
+            return ExternalAction(
+                ExternalStep.FINISH_WORKLOAD,
+                condition=owner_gone_condition(at=now),
+                message=f"{adapter.kind} is being deleted: its Workload is finished to release its quota",
+            )
         return ExternalAction(ExternalStep.NONE)
     prebuilt = prebuilt_workload_name(obj)
     if wl is None:

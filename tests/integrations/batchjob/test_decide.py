@@ -1,4 +1,4 @@
-"""``decide`` for a queued Job: a Job being deleted gets nothing new (pure)."""
+"""``decide`` for a queued Job: a Job being deleted gets nothing new, and its own Workload is finished (pure)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from multikueue.api.meta import ObjectMeta
 from multikueue.api.resourceflavor import ResourceFlavor, ResourceFlavorSpec
 from multikueue.api.workload import Workload
-from multikueue.integrations.batchjob.decide import Step, decide
+from multikueue.integrations.batchjob.decide import JobAction, Step, decide
 from multikueue.integrations.batchjob.job import build_workload
 from multikueue.core.lifecycle import preempted
 from multikueue.api.meta import utcnow
@@ -35,18 +35,64 @@ def test_a_job_being_deleted_gets_no_workload(api_job: JobFactory) -> None:
     assert decide(deleting(api_job()), None, flavors={}).step == Step.NONE
 
 
-def test_a_job_being_deleted_keeps_its_changed_workload(api_job: JobFactory) -> None:
+def assert_finished_as_orphan(action: JobAction) -> None:
+    assert action.step == Step.FINISH_WORKLOAD
+    assert action.finished_condition is not None
+    assert (action.finished_condition["type"], action.finished_condition["status"]) == ("Finished", "True")
+    assert action.finished_condition["reason"] == "OwnerNotFound"
+    assert action.finished_condition["message"] == "The workload's owner no longer exists"
+
+
+def test_a_job_being_deleted_finishes_its_changed_workload_rather_than_replace_it(api_job: JobFactory) -> None:
     job = api_job()
     workload: Workload = build_workload(job, priority=None, priority_class=None)
     job["spec"]["parallelism"] = 1
     assert decide(job, workload, flavors={}).step == Step.RECREATE_WORKLOAD
-    assert decide(deleting(job), workload, flavors={}).step == Step.NONE
+    assert_finished_as_orphan(decide(deleting(job), workload, flavors={}))
 
 
-def test_a_job_being_deleted_is_not_started(api_job: JobFactory, reserve: Callable[..., Workload]) -> None:
+def test_a_job_being_deleted_is_not_started_and_its_quota_is_released(
+    api_job: JobFactory, reserve: Callable[..., Workload]
+) -> None:
+    """Upstream's FinishOrphanedWorkloads: a Job lingering on a finalizer does not hold its quota meanwhile."""
     job = api_job()
     admitted = reserve(build_workload(job, priority=None, priority_class=None), admitted=True)
     assert decide(job, admitted, flavors=FLAVORS).step == Step.START
+    assert_finished_as_orphan(decide(deleting(job), admitted, flavors=FLAVORS))
+
+
+def test_a_preempted_workload_of_a_job_being_deleted_is_finished(
+    api_job: JobFactory, reserve: Callable[..., Workload]
+) -> None:
+    """Its release would wait for the Job's stop, which a Job going away no longer gets."""
+    job = api_job()
+    admitted = reserve(build_workload(job, priority=None, priority_class=None), admitted=True)
+    update = preempted(admitted, "InClusterQueue", "Preempted to accommodate a workload", utcnow())
+    body = admitted.to_k8s()
+    body["status"] = {**body["status"], **(update.status or {})}
+    assert_finished_as_orphan(decide(deleting(job), Workload.from_k8s(body), flavors=FLAVORS))
+
+
+def test_a_job_being_deleted_leaves_a_workload_it_does_not_own(
+    api_job: JobFactory, reserve: Callable[..., Workload]
+) -> None:
+    """A prebuilt Workload (no owner), and one owned by another object, are not finished (as upstream)."""
+    job = api_job()
+    admitted = reserve(build_workload(job, priority=None, priority_class=None), admitted=True)
+    admitted.metadata.owner_references = None
+    assert decide(deleting(job), admitted, flavors=FLAVORS).step == Step.NONE
+    other = reserve(build_workload(api_job(), priority=None, priority_class=None), admitted=True)
+    for ref in other.metadata.owner_references or ():
+        ref.uid = "another-uid"
+    assert decide(deleting(job), other, flavors=FLAVORS).step == Step.NONE
+
+
+def test_a_job_being_deleted_leaves_a_workload_being_deleted(
+    api_job: JobFactory, reserve: Callable[..., Workload]
+) -> None:
+    job = api_job()
+    admitted = reserve(build_workload(job, priority=None, priority_class=None), admitted=True)
+    admitted.metadata.deletion_timestamp = admitted.metadata.creation_timestamp or utcnow()
     assert decide(deleting(job), admitted, flavors=FLAVORS).step == Step.NONE
 
 

@@ -169,3 +169,38 @@ def test_a_failed_start_is_retried_without_a_new_event(
     finally:
         admission.delete_validating_webhook_configuration(name)
     o.wait_for(lambda: batch.read_namespaced_job("retried", ns).spec.suspend is False, 60, what="the Job started on a retry")
+
+
+def test_a_job_held_by_a_finalizer_while_deleted_gives_its_quota_back(
+    apis: tuple[o.Kueue, client.BatchV1Api], namespace: str
+) -> None:
+    """Upstream's FinishOrphanedWorkloads: the Workload of a Job being deleted is finished (OwnerNotFound).
+
+    A finalizer of someone else's keeps the deleted Job (and so its Workload, which the garbage
+    collector removes only after the Job) for as long as it likes; the quota must not wait for it.
+    """
+    k, batch = apis
+    ns = namespace
+    k.create(o.resource_flavor(f"flavor-{ns}"))
+    k.create(o.cluster_queue(f"cq-{ns}", {f"flavor-{ns}": {"cpu": 1}}, scale_cpu=False))
+    k.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
+    held = o.batch_job(ns, "held", "user-queue", {"cpu": "1"})
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    first = batch.create_namespaced_job(ns, held)
+    o.wait_for(lambda: batch.read_namespaced_job("held", ns).spec.suspend is False, 30, what="the held Job running")
+    second = batch.create_namespaced_job(ns, o.batch_job(ns, "next", "user-queue", {"cpu": "1"}))
+    next_workload = workload_name_for_owner("next", second.metadata.uid, "Job", "batch")
+    o.wait_for(lambda: o.condition(k.get_or_none("Workload", next_workload, ns) or {}, "QuotaReserved"), 30,
+               what="the second Job's Workload pending")  # fmt: skip
+    assert batch.read_namespaced_job("next", ns).spec.suspend is True
+    try:
+        batch.delete_namespaced_job("held", ns, propagation_policy="Background")
+        held_workload = workload_name_for_owner("held", first.metadata.uid, "Job", "batch")
+        wl = o.wait_for(lambda: (w := k.get_or_none("Workload", held_workload, ns)) and o.is_true(w, "Finished") and w, 30,
+                        what="the deleted Job's Workload finished")  # fmt: skip
+        finished = o.condition(wl, "Finished")
+        assert finished and (finished["reason"], finished["message"]) == ("OwnerNotFound", "The workload's owner no longer exists")
+        assert batch.read_namespaced_job("held", ns).metadata.deletion_timestamp is not None, "still held by its finalizer"
+        o.wait_for(lambda: batch.read_namespaced_job("next", ns).spec.suspend is False, 30, what="the next Job admitted on the freed quota")
+    finally:
+        batch.patch_namespaced_job("held", ns, {"metadata": {"finalizers": None}})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -89,6 +90,27 @@ def test_the_workload_finishes_with_the_object() -> None:
     failed = decide(adapter(), run(status="False"), wl)
     assert failed.condition is not None and failed.condition.reason == "Failed"
     assert decide(adapter(), run(status="True"), workload("w", finished=True)).step is ExternalStep.NONE
+
+
+def test_an_object_being_deleted_finishes_the_workload_it_owns_and_gets_no_new_one() -> None:
+    """Upstream's FinishOrphanedWorkloads: a finalizer keeping the object does not keep its quota."""
+    deleting = run()
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    owned = decide(adapter(), run(), None).workload
+    assert owned is not None
+    done = decide(adapter(), deleting, owned)
+    assert done.step is ExternalStep.FINISH_WORKLOAD and done.condition is not None
+    assert (done.condition.type, done.condition.status, done.condition.reason) == ("Finished", "True", "OwnerNotFound")
+    assert done.condition.message == "The workload's owner no longer exists"
+    assert decide(adapter(), deleting, None).step is ExternalStep.NONE
+    # Not its own (a prebuilt Workload has no owner), already finished, or itself being deleted: left alone.
+    assert decide(adapter(), deleting, workload("w", admitted=True)).step is ExternalStep.NONE
+    finished = owned.model_copy(deep=True)
+    finished.status = workload("w", finished=True).status
+    assert decide(adapter(), deleting, finished).step is ExternalStep.NONE
+    going = owned.model_copy(deep=True)
+    going.metadata.deletion_timestamp = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+    assert decide(adapter(), deleting, going).step is ExternalStep.NONE
 
 
 def test_a_worker_copy_is_released_once_its_prebuilt_workload_is_admitted() -> None:

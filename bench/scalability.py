@@ -38,6 +38,7 @@ from request bodies with ``PERF_AUDIT_LEVEL=Request``; else the last one stored 
     python bench/scalability.py --generator baseline --runs 2           # upstream's full baseline, 15,000
     python bench/scalability.py --systems upstream-raised,ours --not-after 08:35 --json more.json
     MINIMALKUEUE_ARGS=--zap-log-level=3 python bench/scalability.py --systems upstream-raised --keep DIR  # its cycles logged
+    OURS_ARGS="--outside-release-grace 60" python bench/scalability.py --systems ours   # extra arguments of ours
     python bench/scalability.py --report runs.json more.json    # one table over both invocations
     python bench/scalability.py --systems upstream-raised,ours --runner-nice -10   # the runner ahead of both (root)
 
@@ -115,7 +116,8 @@ class Controller:
 
     def start(self) -> int:
         if self.binary is None:
-            self.ours = ControllerProcess("perf", self.kubeconfig, "manager", self.log).start()
+            extra = tuple(os.environ.get("OURS_ARGS", "").split())  # e.g. --outside-release-grace 60
+            self.ours = ControllerProcess("perf", self.kubeconfig, "manager", self.log, extra_args=extra).start()
             assert self.ours.process is not None
             return self.ours.process.pid
         # minimalkueue has no probe; its informers sync in a second or two, the runner's

@@ -357,13 +357,23 @@ def _lines(stream: Any, into: Queue[str]) -> None:
         into.put(line)
 
 
+def _ctrl_c_heard() -> None:
+    """In the child before exec: SIGINT as a terminal's Ctrl-C finds it, whatever pytest was started under.
+
+    A shell without job control starts background commands with SIGINT ignored, and Python then keeps
+    it ignored (no KeyboardInterrupt): the test would wait for a stop that cannot come.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_watch_prints_a_document_per_change_and_stops_on_ctrl_c(
     scene: Scene, integration_clusters: Clusters
 ) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "multikueue.cli.main", "status", "--kubeconfig", str(scene.kubeconfig),
          "-n", scene.namespace, "-o", "json", "--watch", "--no-remote"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_heard,
     )
     lines: Queue[str] = Queue()
     threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()

@@ -65,10 +65,10 @@ def _unmanaged_widget(ns: str, name: str, *, queue: bool = True, managed_by: str
     return body
 
 
-def _create(api: client.ApiClient, gvr: tuple[str, str, str], body: dict[str, Any]) -> dict[str, Any]:
+def _create(api: client.ApiClient, gvr: tuple[str, str, str], body: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
     group, version, plural = gvr
     return client.CustomObjectsApi(api).create_namespaced_custom_object(  # type: ignore[no-any-return]
-        group, version, body["metadata"]["namespace"], plural, body
+        group, version, body["metadata"]["namespace"], plural, body, **({"dry_run": "All"} if dry_run else {})
     )
 
 
@@ -101,6 +101,9 @@ def test_listed_kinds_get_managed_by_and_a_default_queue_in_opted_in_namespaces(
     try:
         with in_place_of(integration_controller, "ext-webhook", tmp_path / "ext-webhook.log", config):
             o.wait_for(lambda: WIDGET_HOOK in _mutating_hooks(api), 30, what="the Widget's webhook registered")
+            # The API server applies a changed webhook configuration a moment after it is stored.
+            o.wait_for(lambda: "managedBy" in _create(api, WIDGET, _unmanaged_widget(ns, "queued"), dry_run=True)["spec"]["control"],
+                       30, what="the API server calling the Widget's webhook")  # fmt: skip
 
             queued = _create(api, WIDGET, _unmanaged_widget(ns, "queued"))
             assert queued["spec"]["control"] == {"managedBy": MultiKueue.MANAGED_BY, "color": "blue"}
@@ -148,6 +151,9 @@ def test_listed_kinds_get_managed_by_and_a_default_queue_in_opted_in_namespaces(
                 "metadata": {"name": "g", "namespace": ns, "labels": {Labels.QUEUE_NAME: "user-queue"}},
                 "spec": {"size": 1},
             }
+            # The API server applies a changed webhook configuration a moment after it is stored.
+            o.wait_for(lambda: "managedBy" in _create(api, GADGET, gadget, dry_run=True)["spec"], 30,
+                       what="the API server calling the Gadget's webhook")  # fmt: skip
             assert _create(api, GADGET, gadget)["spec"] == {"size": 1, "managedBy": MultiKueue.MANAGED_BY}
             # No default queue: an unqueued Gadget never reaches the webhook (queue-name objectSelector).
             unqueued_gadget = {**gadget, "metadata": {"name": "g2", "namespace": ns}}

@@ -31,9 +31,9 @@ The behaviour reference is upstream Kueue's classical preemption
   then other ClusterQueues' before the preemptor's own, then lower priority
   first, then the most recently admitted (``QuotaReserved`` transition)
   first, then by UID (ours: within one second of that transition, the later
-  resourceVersion first, see :func:`candidate_order`); hierarchical-advantage candidates before the others,
-  and the preemptor's own queue last, within both the evicted and the
-  not-evicted part;
+  resourceVersion first, see :func:`candidate_order`); hierarchical-advantage
+  candidates before the others, and the preemptor's own queue last, within
+  both the evicted and the not-evicted part;
 - candidates are removed in that order until the preemptor fits (in a run
   that allows it to borrow, or one that does not, tried in upstream's order);
   then each victim but the last is added back, last to first, and dropped

@@ -260,9 +260,32 @@ def e2e_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         return
     clusters = _start(tmp_path_factory.mktemp("clusters"), "e2e", ClusterSetOptions(workers=2, full=True))
     try:
+        _warm_garbage_collector(clusters.api(clusters.manager))
         yield Clusters.of(clusters)
     finally:
         clusters.down()
+
+
+def _warm_garbage_collector(api: client.ApiClient, timeout: float = 90) -> None:
+    """Wait until the manager's garbage collector removes a Workload whose owner was deleted.
+
+    The garbage collector learns a custom resource at its next discovery resync (every 30 s),
+    so for a cluster under a minute old a Workload whose Job was just deleted waited 10-15 s
+    for it, and a test timing the manager Job's removal failed when run alone or early. One
+    owner (a ConfigMap) and one dependent Workload, deleted once, settle that before any test.
+    """
+    namespace, name = "default", f"gc-warm-up-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(api)
+    owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": name}})
+    dependent = o.workload(namespace, name, "none", {"cpu": "1"})
+    dependent["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": owner.metadata.uid}]
+    kueue = o.Kueue(api)
+    kueue.create(dependent)
+    core.delete_namespaced_config_map(name, namespace)
+    try:
+        o.wait_for(lambda: kueue.get_or_none("Workload", name, namespace) is None, timeout, what="the garbage collector following Workloads")
+    except o.WaitTimeout:
+        pass  # a slow collector is what the tests that time it will report
 
 
 @pytest.fixture(scope="session")

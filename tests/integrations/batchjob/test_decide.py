@@ -13,6 +13,7 @@ from multikueue.api.workload import Workload
 from multikueue.integrations.batchjob.decide import JobAction, Step, decide
 from multikueue.integrations.batchjob.job import build_workload
 from multikueue.core.lifecycle import preempted
+from multikueue.dev.standins import merged
 from multikueue.api.meta import utcnow
 
 pytestmark = pytest.mark.unit
@@ -67,10 +68,8 @@ def test_a_preempted_workload_of_a_job_being_deleted_is_finished(
     """Its release would wait for the Job's stop, which a Job going away no longer gets."""
     job = api_job()
     admitted = reserve(build_workload(job, priority=None, priority_class=None), admitted=True)
-    update = preempted(admitted, "InClusterQueue", "Preempted to accommodate a workload", utcnow())
-    body = admitted.to_k8s()
-    body["status"] = {**body["status"], **(update.status or {})}
-    assert_finished_as_orphan(decide(deleting(job), Workload.from_k8s(body), flavors=FLAVORS))
+    victim = merged(admitted, preempted(admitted, "InClusterQueue", "Preempted to accommodate a workload", utcnow()))
+    assert_finished_as_orphan(decide(deleting(job), victim, flavors=FLAVORS))
 
 
 def test_a_job_being_deleted_leaves_a_workload_it_does_not_own(
@@ -107,10 +106,7 @@ def test_a_preempted_workloads_job_is_stopped_then_its_quota_released(
     running = {**job, "spec": {**job["spec"], **start.job_patches[0].patch["spec"]}}
     assert decide(running, admitted, flavors=FLAVORS).step == Step.NONE
 
-    update = preempted(admitted, "InClusterQueue", "Preempted to accommodate a workload", utcnow())
-    body = admitted.to_k8s()
-    body["status"] = {**body["status"], **(update.status or {})}
-    victim = Workload.from_k8s(body)
+    victim = merged(admitted, preempted(admitted, "InClusterQueue", "Preempted to accommodate a workload", utcnow()))
     stop = decide(running, victim, flavors=FLAVORS)
     assert stop.step == Step.STOP and stop.release, "suspend the Job, then release in the same reconcile"
     # A stop interrupted after the suspension: the template's restore, then the release.

@@ -15,8 +15,12 @@ The model (deterministic; every figure an option):
 - a cycle runs ``--coalesce`` after the first change that follows the last
   cycle, at the ``next_cycle_at`` a cycle asks for, and at least every second
   (the scheduling loop's waits);
-- an admitted Workload is finished by the runner ``runtimeMs`` after its
-  admission reached the cache; an evicted one waits in its queue again.
+- an admitted Workload is finished by the runner ``runtimeMs`` plus
+  ``--runner-lag`` after its admission reached the cache (the runner's one
+  reconciler falls that far behind on the full baseline); an evicted one is
+  released by the runner ``--runner-lag`` after its eviction, or by the
+  controller after ``--release-grace`` if that comes first, and waits in its
+  queue again.
 
     python bench/churn_sim.py --generator bench/generators/one-queue-large-medium.yaml
     python bench/churn_sim.py --generator baseline-1cohort --requeue-batch 0     # parked Workloads wake at once
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
+import random
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -112,9 +117,23 @@ def _workload(namespace: str, name: str, cls: dict[str, Any], created: float) ->
 class Simulation:
     """One run of a generator file over a fresh cache."""
 
-    def __init__(self, config: dict[str, Any], *, latency: float, coalesce: float, requeue_batch: float) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        latency: float,
+        coalesce: float,
+        requeue_batch: float,
+        runner_lag: float = 0.0,
+        release_grace: float = 5.0,
+        arrival_stretch: float = 1.0,
+        arrival_jitter: float = 0.0,
+        seed: int = 0,
+    ) -> None:
         self.cache = Cache(requeue_batch=timedelta(seconds=requeue_batch))
         self.latency, self.coalesce = latency, coalesce
+        self.runner_lag, self.release_grace = runner_lag, release_grace
+        rng = random.Random(seed)
         self.figures = Figures()
         self._events: list[_Event] = []
         self._seq = itertools.count()
@@ -138,7 +157,8 @@ class Simulation:
                         interval = workload_set["creationIntervalMs"] / 1000
                         for i in range(workload_set["count"]):
                             for cls in workload_set["workloads"]:
-                                self._arrive(cq, f"{cls['className']}-{s}-{i}", cls, i * interval)
+                                at = i * interval * arrival_stretch + rng.uniform(0, arrival_jitter)
+                                self._arrive(cq, f"{cls['className']}-{s}-{i}", cls, at)
         del cohort_index
 
     # --- the clock -------------------------------------------------------------------------------
@@ -216,7 +236,8 @@ class Simulation:
         created, cls, runtime = self._created[decision.key]
         self.figures.admitted_after[cls].append(now - created)
         run = self._runs[decision.key] = self._runs.get(decision.key, 0) + 1
-        self._at(now + runtime + self.latency, lambda: self._finish(decision.key, run, now + runtime + self.latency))
+        done = now + runtime + self.runner_lag + self.latency
+        self._at(done, lambda: self._finish(decision.key, run, done))
         self._changed(now)
 
     def _finish(self, key: WorkloadKey, run: int, now: float) -> None:
@@ -239,8 +260,10 @@ class Simulation:
         assert update.status is not None
         self._update(preemption.victim, dict(update.status))
         self._runs[preemption.victim] = self._runs.get(preemption.victim, 0) + 1
-        # The runner plays the job controller: it releases the quota one write later (the two-step eviction).
-        self._at(now + self.latency, lambda: self._release(preemption.victim, now + self.latency))
+        # The runner plays the job controller: it releases the quota one write later (the two-step eviction),
+        # unless it lags behind the controller's release of a Workload with no owner.
+        release = now + min(self.runner_lag, self.release_grace) + self.latency
+        self._at(release, lambda: self._release(preemption.victim, release))
         cls = self._created[preemption.victim][1]
         self.figures.evictions[preemption.victim[1]] += 1
         self.figures.evicted_by_class[cls] += 1
@@ -282,11 +305,23 @@ def main() -> int:
     parser.add_argument("--coalesce", type=float, default=0.05, help="the loop's wait before a cycle (default 0.05)")
     parser.add_argument("--requeue-batch", type=float, default=REQUEUE_BATCH.total_seconds(),
                         help=f"seconds before parked Workloads wake after a release (default {REQUEUE_BATCH.total_seconds():g})")
+    parser.add_argument("--runner-lag", type=float, default=0.0,
+                        help="seconds the runner's finish and release come late (15-20 on the full baseline; default 0)")
+    parser.add_argument("--release-grace", type=float, default=5.0,
+                        help="seconds before the controller releases an evicted Workload with no owner (default 5)")
+    parser.add_argument("--arrival-stretch", type=float, default=1.0,
+                        help="creation times multiplied by this (the runner took 2.5-4 min, not 1, on the full baseline)")
+    parser.add_argument("--arrival-jitter", type=float, default=0.0,
+                        help="up to this many seconds added at random to each creation (the runner's goroutines race)")
+    parser.add_argument("--seed", type=int, default=0, help="of the jitter")
     args = parser.parse_args()
-    sim = Simulation(_load(args.generator), latency=args.latency, coalesce=args.coalesce, requeue_batch=args.requeue_batch)
+    sim = Simulation(_load(args.generator), latency=args.latency, coalesce=args.coalesce,
+                     requeue_batch=args.requeue_batch, runner_lag=args.runner_lag, release_grace=args.release_grace,
+                     arrival_stretch=args.arrival_stretch, arrival_jitter=args.arrival_jitter, seed=args.seed)
     figures = sim.run()
     print(f"simulated {figures.end:.1f} s, {figures.cycles} cycles, {figures.finished} finished; "
-          f"latency {args.latency} s, coalesce {args.coalesce} s, requeue batch {args.requeue_batch} s")
+          f"latency {args.latency} s, coalesce {args.coalesce} s, requeue batch {args.requeue_batch} s, "
+          f"runner lag {args.runner_lag} s, release grace {args.release_grace} s")
     for cls, waits in sorted(figures.admitted_after.items()):
         print(f"  {cls}: {len(waits)} admissions, mean wait {statistics.fmean(waits):.2f} s, "
               f"evicted {figures.evicted_by_class[cls]} times")

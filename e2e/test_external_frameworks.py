@@ -230,6 +230,47 @@ def test_catalog_entry_dispatches_a_pipelinerun_with_no_external_controller(
     o.wait_for(lambda: cleaned_up(e2e_clusters, PR, ns, "ours", wl["metadata"]["name"]), 60, what="worker copies removed")
 
 
+def test_a_pipelinerun_held_by_a_finalizer_while_deleted_frees_its_quota_and_its_worker_copy(
+    e2e_clusters: Clusters, frameworks: None, namespace: str
+) -> None:
+    """Upstream's FinishOrphanedWorkloads for an external kind dispatched by MultiKueue.
+
+    The manager's PipelineRun runs on a worker when it is deleted, but a finalizer of someone
+    else's keeps it: its Workload is finished (OwnerNotFound), the copy on the worker is removed,
+    and the quota goes to the next PipelineRun while the deleted one is still there.
+    """
+    ns = namespace
+    setup_queues(e2e_clusters, ns, {"pipelineruns.tekton.dev": 1})
+    set_frameworks(e2e_clusters, [catalog_entry("tekton-pipelinerun.yaml")])
+    manager = e2e_clusters.manager
+    held = pipeline_run(ns, "held")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    custom(manager).create_namespaced_custom_object(*PR[:2], ns, PR[2], held)
+    wl = o.wait_for(lambda: workload_for(manager, ns, "PipelineRun", "held"), 60, what="Workload of the held PipelineRun")
+    index, _ = o.wait_for(lambda: worker_copy(e2e_clusters, PR, ns, "held"), 60, what="held PipelineRun running on a worker")
+    worker = e2e_clusters.worker(index)
+    o.wait_for(lambda: "status" not in (get(worker, PR, ns, "held") or {}).get("spec", {"status": 1}), 60, what="hold released on the worker")
+    custom(manager).create_namespaced_custom_object(*PR[:2], ns, PR[2], pipeline_run(ns, "next"))
+    waiting = o.wait_for(lambda: workload_for(manager, ns, "PipelineRun", "next"), 60, what="Workload of the next PipelineRun")
+    o.wait_for(lambda: o.condition(o.Kueue(manager).get("Workload", waiting["metadata"]["name"], ns), "QuotaReserved"), 60,
+               what="the next PipelineRun's Workload pending for quota")  # fmt: skip
+    try:
+        custom(manager).delete_namespaced_custom_object(*PR[:2], ns, PR[2], "held")
+
+        def finished() -> dict[str, Any] | None:
+            current = o.Kueue(manager).get_or_none("Workload", wl["metadata"]["name"], ns) or {}
+            return o.condition(current, "Finished") if o.is_true(current, "Finished") else None
+
+        condition = o.wait_for(finished, 30, what="the deleted PipelineRun's Workload finished")
+        assert (condition["reason"], condition["message"]) == ("OwnerNotFound", "The workload's owner no longer exists")
+        assert (get(manager, PR, ns, "held") or {}).get("metadata", {}).get("deletionTimestamp"), "still held by its finalizer"
+        o.wait_for(lambda: get(worker, PR, ns, "held") is None, 60, what="the worker's copy of the deleted PipelineRun removed")
+        o.wait_for(lambda: worker_copy(e2e_clusters, PR, ns, "next"), 60, what="the next PipelineRun dispatched on the freed quota")
+        assert (get(manager, PR, ns, "held") or {}).get("metadata", {}).get("deletionTimestamp"), "still held by its finalizer"
+    finally:
+        custom(manager).patch_namespaced_custom_object(*PR[:2], ns, PR[2], "held", {"metadata": {"finalizers": None}})
+
+
 def grant_widgets(clusters: Clusters) -> None:
     """What a cluster admin adds to the workers for a new kind: the verbs the manager uses on it, no more.
 

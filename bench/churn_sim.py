@@ -129,10 +129,17 @@ class Simulation:
         arrival_stretch: float = 1.0,
         arrival_jitter: float = 0.0,
         seed: int = 0,
+        runner_write: float = 0.0,
+        runner_write_after: float = 0.04,
     ) -> None:
         self.cache = Cache(requeue_batch=timedelta(seconds=requeue_batch))
         self.latency, self.coalesce = latency, coalesce
         self.runner_lag, self.release_grace = runner_lag, release_grace
+        #: The runner as one writer (``--runner-write`` seconds a write): its finishes and releases queue up.
+        self.runner_write, self.runner_write_after = runner_write, runner_write_after
+        self._last_creation = 0.0
+        self._runner_tasks: list[tuple[float, int, Callable[[float], bool]]] = []
+        self._runner_busy = False
         rng = random.Random(seed)
         self.figures = Figures()
         self._events: list[_Event] = []
@@ -158,6 +165,7 @@ class Simulation:
                         for i in range(workload_set["count"]):
                             for cls in workload_set["workloads"]:
                                 at = i * interval * arrival_stretch + rng.uniform(0, arrival_jitter)
+                                self._last_creation = max(self._last_creation, at)
                                 self._arrive(cq, f"{cls['className']}-{s}-{i}", cls, at)
         del cohort_index
 
@@ -237,19 +245,44 @@ class Simulation:
         self.figures.admitted_after[cls].append(now - created)
         run = self._runs[decision.key] = self._runs.get(decision.key, 0) + 1
         done = now + runtime + self.runner_lag + self.latency
-        self._at(done, lambda: self._finish(decision.key, run, done))
+        if self.runner_write:
+            self._at(done, lambda: self._runner_add(done, lambda t: self._finish(decision.key, run, t)))
+        else:
+            self._at(done, lambda: self._finish(decision.key, run, done))
         self._changed(now)
 
-    def _finish(self, key: WorkloadKey, run: int, now: float) -> None:
+    # --- the runner as one writer --------------------------------------------------------------------
+
+    def _runner_add(self, ready: float, task: Callable[[float], bool]) -> None:
+        """Queue a runner task (its reconciler is one worker); it returns whether it wrote."""
+        heapq.heappush(self._runner_tasks, (ready, next(self._seq), task))
+        if not self._runner_busy:
+            self._runner_next(ready)
+
+    def _runner_next(self, now: float) -> None:
+        if not self._runner_tasks:
+            self._runner_busy = False
+            return
+        _, _, task = heapq.heappop(self._runner_tasks)
+        self._runner_busy = True
+        # The task looks at the Workload when the worker takes it; its write lands one write time later.
+        # The API server answers more slowly while the runner's generator still creates Workloads.
+        write = self.runner_write if now < self._last_creation else self.runner_write_after
+        wrote = task(now + write)
+        end = now + (write if wrote else 0.0)
+        self._at(end, lambda: self._runner_next(end))
+
+    def _finish(self, key: WorkloadKey, run: int, now: float) -> bool:
         wl = self.cache.workload(key)
         if wl is None or self._runs.get(key) != run or wl.status.admission is None:
-            return  # evicted since: the runner finishes only what still runs
+            return False  # evicted since: the runner finishes only what still runs
         condition = {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done",
                      "lastTransitionTime": (EPOCH + timedelta(seconds=now)).isoformat()}
         conditions = [c.to_dict() for c in wl.status.conditions or ()] + [condition]
         self._update(key, {"conditions": conditions})
         self.figures.finished += 1
         self._changed(now)
+        return True
 
     def _evict(self, preemption: Any, decided: float) -> None:
         now = decided + self.latency
@@ -262,22 +295,31 @@ class Simulation:
         self._runs[preemption.victim] = self._runs.get(preemption.victim, 0) + 1
         # The runner plays the job controller: it releases the quota one write later (the two-step eviction),
         # unless it lags behind the controller's release of a Workload with no owner.
-        release = now + min(self.runner_lag, self.release_grace) + self.latency
-        self._at(release, lambda: self._release(preemption.victim, release))
+        if self.runner_write:
+            # The runner releases when its worker gets to it (a write even when the controller released first:
+            # its message differs); the controller releases a Workload with no owner after the grace.
+            victim = preemption.victim
+            self._at(now + self.latency, lambda: self._runner_add(now + self.latency, lambda t: self._release(victim, t) or True))
+            grace, run = now + self.release_grace, self._runs[victim]  # a re-admission since counts a new run
+            self._at(grace, lambda: self._runs.get(victim) == run and self._release(victim, grace))
+        else:
+            release = now + min(self.runner_lag, self.release_grace) + self.latency
+            self._at(release, lambda: self._release(preemption.victim, release))
         cls = self._created[preemption.victim][1]
         self.figures.evictions[preemption.victim[1]] += 1
         self.figures.evicted_by_class[cls] += 1
         self.figures.reasons[preemption.reason] += 1
         self._changed(now)
 
-    def _release(self, key: WorkloadKey, now: float) -> None:
+    def _release(self, key: WorkloadKey, now: float) -> bool:
         wl = self.cache.workload(key)
         if wl is None or not lifecycle.awaits_release(wl):
-            return
+            return False
         update = lifecycle.released(wl, EPOCH + timedelta(seconds=now))
         assert update.status is not None
         self._update(key, dict(update.status))
         self._changed(now)
+        return True
 
     def _pending(self, update: Any, decided: float) -> None:
         wl = self.cache.workload(update.key)
@@ -314,14 +356,20 @@ def main() -> int:
     parser.add_argument("--arrival-jitter", type=float, default=0.0,
                         help="up to this many seconds added at random to each creation (the runner's goroutines race)")
     parser.add_argument("--seed", type=int, default=0, help="of the jitter")
+    parser.add_argument("--runner-write", type=float, default=0.0,
+                        help="model the runner as one writer taking this many seconds a write (0.14 in the full "
+                             "baseline's generation phase with ours, 0.09 with upstream's); 0: a fixed --runner-lag")
+    parser.add_argument("--runner-write-after", type=float, default=0.04,
+                        help="the runner's write time once every Workload is created (default 0.04)")
     args = parser.parse_args()
     sim = Simulation(_load(args.generator), latency=args.latency, coalesce=args.coalesce,
                      requeue_batch=args.requeue_batch, runner_lag=args.runner_lag, release_grace=args.release_grace,
-                     arrival_stretch=args.arrival_stretch, arrival_jitter=args.arrival_jitter, seed=args.seed)
+                     arrival_stretch=args.arrival_stretch, arrival_jitter=args.arrival_jitter, seed=args.seed,
+                     runner_write=args.runner_write, runner_write_after=args.runner_write_after)
     figures = sim.run()
     print(f"simulated {figures.end:.1f} s, {figures.cycles} cycles, {figures.finished} finished; "
           f"latency {args.latency} s, coalesce {args.coalesce} s, requeue batch {args.requeue_batch} s, "
-          f"runner lag {args.runner_lag} s, release grace {args.release_grace} s")
+          f"runner lag {args.runner_lag} s, release grace {args.release_grace} s, runner write {args.runner_write} s")
     for cls, waits in sorted(figures.admitted_after.items()):
         print(f"  {cls}: {len(waits)} admissions, mean wait {statistics.fmean(waits):.2f} s, "
               f"evicted {figures.evicted_by_class[cls]} times")

@@ -115,7 +115,8 @@ class QueueStatusWriter:
         self.cache = cache
         self.writes_per_sync = writes_per_sync
         self._written: dict[tuple[str, str, str], dict[str, Any]] = {}
-        #: Per queue, the sync that last wrote it: the order among queues waiting for the budget.
+        #: Per queue, the sync that last tried to write it: the order among queues waiting for the budget
+        #: (a queue whose write keeps failing goes behind the others, not ahead of them every time).
         self._written_at: dict[tuple[str, str, str], int] = {}
         self._syncs = 0
         #: Status writes made, by kind (``ClusterQueue``, ``LocalQueue``): logged at stop, read by the benchmarks.
@@ -171,10 +172,10 @@ class QueueStatusWriter:
     async def _write(self, key: tuple[str, str, str], status: dict[str, Any]) -> None:
         kind, namespace, name = key
         ref = CLUSTER_QUEUES if kind == "cq" else LOCAL_QUEUES
+        self._written_at[key] = self._syncs
         try:
             await self.kube.patch(ref, namespace or None, name, {"status": status}, status=True)
             self._written[key] = _comparable(status)
-            self._written_at[key] = self._syncs
             self.writes["ClusterQueue" if kind == "cq" else "LocalQueue"] += 1
         except ApiException as exc:
             if exc.status != 404:

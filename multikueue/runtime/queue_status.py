@@ -10,6 +10,7 @@ admitted, quota and usage per flavor and resource), reported at each sync.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -19,9 +20,10 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api.constants import ACTIVE, ConditionStatus
 from multikueue.api.meta import Condition, find_condition
-from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.clusterqueue import ClusterQueue, ClusterQueueStatus
+from multikueue.api.localqueue import LocalQueueStatus
 from multikueue.api.quantity import parse_quantity
-from multikueue.core.cache import Cache, ClusterQueueStatusView, PendingWorkload
+from multikueue.core.cache import Cache, ClusterQueueStatusView, PendingWorkload, QueueStatusView
 from multikueue.runtime import metrics
 from multikueue.runtime.kube import AsyncKube
 from multikueue.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
@@ -108,16 +110,28 @@ def _queue_samples(cache: Cache, cq: ClusterQueue, view: ClusterQueueStatusView,
 #: there). A handful of queues is still written every second.
 WRITES_PER_SYNC = 16
 
+#: ("cq", "", name) or ("lq", namespace, name).
+_QueueKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class _Due:
+    """A queue whose status is to be written: the patch, and its form without timestamps (what is compared)."""
+
+    key: _QueueKey
+    status: dict[str, Any]
+    wanted: dict[str, Any]
+
 
 class QueueStatusWriter:
     def __init__(self, kube: AsyncKube, cache: Cache, writes_per_sync: int = WRITES_PER_SYNC) -> None:
         self.kube = kube
         self.cache = cache
         self.writes_per_sync = writes_per_sync
-        self._written: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._written: dict[_QueueKey, dict[str, Any]] = {}
         #: Per queue, the sync that last tried to write it: the order among queues waiting for the budget
         #: (a queue whose write keeps failing goes behind the others, not ahead of them every time).
-        self._written_at: dict[tuple[str, str, str], int] = {}
+        self._written_at: dict[_QueueKey, int] = {}
         self._syncs = 0
         #: Status writes made, by kind (``ClusterQueue``, ``LocalQueue``): logged at stop, read by the benchmarks.
         self.writes: dict[str, int] = {"ClusterQueue": 0, "LocalQueue": 0}
@@ -134,48 +148,47 @@ class QueueStatusWriter:
         # The gauges before the writes: one consistent set, taken before any await.
         now = datetime.now(timezone.utc)
         metrics.report_queue_gauges([s for _, cq, view in queues for s in _queue_samples(self.cache, cq, view, now)])
-        due: list[tuple[tuple[str, str, str], dict[str, Any]]] = []
+        due: list[_Due] = []
         for name, cq, view in queues:
-            status = {
-                "conditions": [_active_condition(cq.status.conditions, view.active, view.reason, view.message)],
-                **view.status_fields(),
-            }
-            if self._changed(("cq", "", name), cq.status.to_dict(), status):
-                due.append((("cq", "", name), status))
+            self._consider(("cq", "", name), cq.status, view, due)
         for namespace, name in list(self.cache.local_queue_keys()):
             lq = self.cache.local_queue(namespace, name)
             view = self.cache.local_queue_status(namespace, name)
-            if lq is None or view is None:
-                continue
-            status = {
-                "conditions": [_active_condition(lq.status.conditions, view.active, view.reason, view.message)],
-                **view.status_fields(),
-            }
-            if self._changed(("lq", namespace, name), lq.status.to_dict(), status):
-                due.append((("lq", namespace, name), status))
-        due.sort(key=lambda item: self._written_at.get(item[0], 0))  # stable: ClusterQueues first among equals
-        for key, status in due[: self.writes_per_sync]:
-            await self._write(key, status)
+            if lq is not None and view is not None:
+                self._consider(("lq", namespace, name), lq.status, view, due)
+        due.sort(key=lambda item: self._written_at.get(item.key, 0))  # stable: ClusterQueues first among equals
+        for item in due[: self.writes_per_sync]:
+            await self._write(item)
 
-    def _changed(self, key: tuple[str, str, str], seen: dict[str, Any], status: dict[str, Any]) -> bool:
-        """Whether ``status`` differs from what was last written for the queue and from its status as last seen."""
+    def _consider(
+        self, key: _QueueKey, seen: ClusterQueueStatus | LocalQueueStatus, view: QueueStatusView, due: list[_Due]
+    ) -> None:
+        """Add the queue to ``due`` if its wanted status differs from what was last written and from ``seen``.
+
+        ``seen`` is the queue's status model as last seen, ``view`` the cache's status view of it.
+        """
+        status = {
+            "conditions": [_active_condition(seen.conditions, view.active, view.reason, view.message)],
+            **view.status_fields(),
+        }
         wanted = _comparable(status)
         if self._written.get(key) == wanted:
-            return False
-        current = {k: seen.get(k) for k in status}
-        current["conditions"] = seen.get("conditions", [])
+            return
+        seen_body = seen.to_dict()
+        current = {k: seen_body.get(k) for k in status}
+        current["conditions"] = seen_body.get("conditions", [])
         if _comparable(current) == wanted:
             self._written[key] = wanted
-            return False
-        return True
+            return
+        due.append(_Due(key, status, wanted))
 
-    async def _write(self, key: tuple[str, str, str], status: dict[str, Any]) -> None:
-        kind, namespace, name = key
+    async def _write(self, item: _Due) -> None:
+        kind, namespace, name = item.key
         ref = CLUSTER_QUEUES if kind == "cq" else LOCAL_QUEUES
-        self._written_at[key] = self._syncs
+        self._written_at[item.key] = self._syncs
         try:
-            await self.kube.patch(ref, namespace or None, name, {"status": status}, status=True)
-            self._written[key] = _comparable(status)
+            await self.kube.patch(ref, namespace or None, name, {"status": item.status}, status=True)
+            self._written[item.key] = item.wanted
             self.writes["ClusterQueue" if kind == "cq" else "LocalQueue"] += 1
         except ApiException as exc:
             if exc.status != 404:

@@ -349,31 +349,54 @@ def validate_kubeconfig(text: str | bytes) -> ValidKubeconfig:
 
 _material_lock = threading.Lock()
 _material_dir: Path | None = None
+_material_fds: dict[str, int] = {}
+_MEMORY_FILES = Path("/proc/self/fd")
+
+
+def _memory_files_work() -> bool:
+    return hasattr(os, "memfd_create") and _MEMORY_FILES.is_dir()
 
 
 def material_directory() -> Path:
-    """The private directory (mode 0700) holding client certificates and keys for TLS.
+    """Where client certificates and keys for TLS are held, readable by this process only.
 
-    Python's ``ssl`` loads a client certificate only from a file, so the
-    checked certificate and key are written here, by content hash, mode 0600.
+    Python's ``ssl`` loads a client certificate only from a path. On Linux each
+    checked certificate and key goes into an anonymous memory file
+    (``memfd_create``) named by ``/proc/self/fd/N``: it is on no file system,
+    only this process (or one allowed to trace it) can open it, and it is gone
+    when the process ends, however it ends (a private temporary directory
+    would keep the keys of every process killed with SIGKILL). Elsewhere they
+    go to a private directory (mode 0700, files 0600) removed at exit.
     Nothing else is ever read from the file system for a worker connection.
     """
     global _material_dir
+    if _memory_files_work():
+        return _MEMORY_FILES
     with _material_lock:
         if _material_dir is None:
             _material_dir = Path(tempfile.mkdtemp(prefix="multikueue-tls-"))
-            # Keys do not outlive the process (a crash leaves them, mode 0600, in a 0700 directory).
             atexit.register(shutil.rmtree, _material_dir, ignore_errors=True)
         return _material_dir
 
 
 def _material_file(content: bytes) -> str:
-    path = material_directory() / hashlib.sha256(content).hexdigest()
+    digest = hashlib.sha256(content).hexdigest()
+    if _memory_files_work():
+        with _material_lock:
+            fd = _material_fds.get(digest)
+            if fd is None:
+                fd = os.memfd_create(f"multikueue-tls-{digest[:12]}", os.MFD_CLOEXEC)
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(fd, view) :]
+                _material_fds[digest] = fd
+        return str(_MEMORY_FILES / str(fd))
+    path = material_directory() / digest
     with _material_lock:
         if not path.exists():
             partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as out:
+            descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "wb") as out:
                 out.write(content)
             partial.replace(path)
     return str(path)

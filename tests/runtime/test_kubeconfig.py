@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import copy
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +252,30 @@ def test_client_certificates_go_to_private_files() -> None:
     for path, content in ((conf.cert_file, b"CERT"), (conf.key_file, b"KEY")):
         assert Path(path).parent == directory
         assert Path(path).read_bytes() == content
-        assert Path(path).stat().st_mode & 0o077 == 0
+        if directory == Path("/proc/self/fd"):
+            # An anonymous memory file: on no file system, gone with the process.
+            assert os.readlink(path).startswith("/memfd:multikueue-tls-")
+        else:
+            assert Path(path).stat().st_mode & 0o077 == 0
+    again = client_configuration(validate_kubeconfig(dump(config)))
+    assert (again.cert_file, again.key_file) == (conf.cert_file, conf.key_file), "one memory file per content"
+
+
+def test_a_killed_process_leaves_no_key_behind(tmp_path: Path) -> None:
+    """The key material lives as long as the process, even one killed with SIGKILL."""
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from multikueue.runtime.kubeconfig import _material_file\n"
+        "print(os.readlink(_material_file(b'KEY-MATERIAL')), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    before = set(Path(tempfile.gettempdir()).glob("multikueue-tls-*"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    if not done.stdout.startswith("/memfd:"):
+        pytest.skip("no anonymous memory files on this platform: the material goes to a directory removed at exit")
+    assert set(Path(tempfile.gettempdir()).glob("multikueue-tls-*")) == before
 
 
 # -- no secret in messages ---------------------------------------------------------------------

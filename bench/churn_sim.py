@@ -83,7 +83,7 @@ def _cluster_queue(name: str, cohort: str, spec: dict[str, Any]) -> ClusterQueue
     if spec.get("borrowingLimit") is not None:
         quota["borrowingLimit"] = spec["borrowingLimit"]
     body = {
-        "cohort": cohort,
+        "cohortName": cohort,
         "namespaceSelector": {},
         "queueingStrategy": "BestEffortFIFO",
         "preemption": {

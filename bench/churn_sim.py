@@ -51,6 +51,7 @@ from multikueue.api.localqueue import LocalQueue
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Workload
 from multikueue.core import Cache, CycleResult, lifecycle, schedule
+from multikueue.core.scheduler import CycleMemo
 from multikueue.core.cache import WorkloadKey
 from multikueue.core.cache.queues import REQUEUE_BATCH
 
@@ -73,6 +74,14 @@ class Figures:
     evictions: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     evicted_by_class: Counter[str] = field(default_factory=Counter)
+    #: (victim's class, preemptor's class, reason) -> evictions.
+    by_preemptor: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: Evictions whose preemptor existed already when its victim was admitted.
+    preemptor_was_waiting: int = 0
+    #: Of those, what the preemptor was doing when its victim was admitted.
+    preemptor_state: Counter[str] = field(default_factory=Counter)
+    #: Evictions per minute of simulated time.
+    per_minute: Counter[int] = field(default_factory=Counter)
     cycles: int = 0
     finished: int = 0
     end: float = 0.0
@@ -145,8 +154,12 @@ class Simulation:
         self._events: list[_Event] = []
         self._seq = itertools.count()
         self._cycle_at: float | None = None
+        self._memo = CycleMemo()  # handed from cycle to cycle, as the scheduling loop does
         self._created: dict[WorkloadKey, tuple[float, str, float]] = {}  # created, class, runtime (s)
         self._runs: dict[WorkloadKey, int] = {}  # which admission a finish belongs to
+        self._admitted_at: dict[WorkloadKey, float] = {}  # when each Workload was last admitted
+        #: Per Workload, at its last admission: the higher-priority pending Workloads of its cohort and their state.
+        self._waiting_at_admission: dict[WorkloadKey, dict[WorkloadKey, str]] = {}
         self.cache.upsert_flavor(ResourceFlavor.from_k8s({"metadata": {"name": FLAVOR}, "spec": {}}))
         for c, (cohort_set, cohort_index) in enumerate(
             (s, i) for s in config["cohorts"] for i in range(s["count"])
@@ -211,7 +224,7 @@ class Simulation:
             return  # superseded by an earlier one
         self._cycle_at = None
         self.figures.cycles += 1
-        result: CycleResult = schedule(self.cache, EPOCH + timedelta(seconds=now), heads_per_queue=8)
+        result: CycleResult = schedule(self.cache, EPOCH + timedelta(seconds=now), heads_per_queue=8, memo=self._memo)
         for decision in result.admitted:
             self._at(now + self.latency, lambda d=decision, t=now: self._confirm(d, t))
         for preemption in result.preempted:
@@ -244,12 +257,38 @@ class Simulation:
         created, cls, runtime = self._created[decision.key]
         self.figures.admitted_after[cls].append(now - created)
         run = self._runs[decision.key] = self._runs.get(decision.key, 0) + 1
+        self._admitted_at[decision.key] = now
+        self._waiting_at_admission[decision.key] = self._higher_waiting(decision.key)
         done = now + runtime + self.runner_lag + self.latency
         if self.runner_write:
             self._at(done, lambda: self._runner_add(done, lambda t: self._finish(decision.key, run, t)))
         else:
             self._at(done, lambda: self._finish(decision.key, run, done))
         self._changed(now)
+
+    def _higher_waiting(self, key: WorkloadKey) -> dict[WorkloadKey, str]:
+        """The pending Workloads of higher priority in the cohort of ``key``'s ClusterQueue, and their state."""
+        cq = key[0]
+        _, c, _ = cq.split("-")
+        wl = self.cache.workload(key)
+        found: dict[WorkloadKey, str] = {}
+        if wl is None:
+            return found
+        mine = wl.spec.priority or 0
+        for other in self.cache.cluster_queue_names():
+            if other.split("-")[1] != c:
+                continue
+            for p in self.cache.pending_in_local_queue((other, "lq")):
+                if p.priority <= mine:
+                    continue
+                message = p.condition[1] if p.condition else ""
+                state = "parked" if self.cache.is_parked(p.key, other) else "awake"
+                if "Pending the preemption" in message:
+                    state += ", waiting for victims"
+                elif message:
+                    state += ", told: " + message.split(":")[0][:40]
+                found[p.key] = state + (" (same CQ)" if other == cq else "")
+        return found
 
     # --- the runner as one writer --------------------------------------------------------------------
 
@@ -309,6 +348,12 @@ class Simulation:
         self.figures.evictions[preemption.victim[1]] += 1
         self.figures.evicted_by_class[cls] += 1
         self.figures.reasons[preemption.reason] += 1
+        self.figures.by_preemptor[(cls, self._created[preemption.preemptor][1], preemption.reason)] += 1
+        self.figures.per_minute[int(now // 60)] += 1
+        if self._created[preemption.preemptor][0] < self._admitted_at.get(preemption.victim, now):
+            self.figures.preemptor_was_waiting += 1  # the preemptor was created before its victim was admitted
+            state = self._waiting_at_admission.get(preemption.victim, {}).get(preemption.preemptor, "not pending")
+            self.figures.preemptor_state[state] += 1
         self._changed(now)
 
     def _release(self, key: WorkloadKey, now: float) -> bool:
@@ -375,6 +420,11 @@ def main() -> int:
               f"evicted {figures.evicted_by_class[cls]} times")
     print(f"  evictions {sum(figures.evictions.values())} {dict(figures.reasons)}; "
           f"most evicted: {figures.evictions.most_common(5)}")
+    print("  by victim, preemptor, reason: "
+          + ", ".join(f"{v}<-{p} {r} {n}" for (v, p, r), n in figures.by_preemptor.most_common(6)))
+    print(f"  victims admitted while their preemptor waited: {figures.preemptor_was_waiting} "
+          f"{figures.preemptor_state.most_common(6)}")
+    print("  per minute: " + " ".join(f"{figures.per_minute[m]}" for m in range(max(figures.per_minute, default=-1) + 1)))
     return 0
 
 

@@ -231,6 +231,10 @@ class CycleMemo:
     """
 
     candidates: dict[WorkloadKey, tuple[QuotaHolder, AdmittedWorkload]] = field(default_factory=dict)
+    #: The ClusterQueues whose candidate preempted (or waited for its victims) in the last cycle that looked
+    #: at them: a cycle that looks at a ClusterQueue of their quota tree looks at them too (see
+    #: :func:`schedule`). Which queues to look at, not what to decide: a lost memo costs one cycle's hold.
+    preempting: set[str] = field(default_factory=set)
 
     def candidate(self, holder: QuotaHolder, now: datetime, used: set[WorkloadKey]) -> AdmittedWorkload:
         used.add(holder.key)
@@ -467,6 +471,8 @@ def schedule(
         else:
             cluster_queues.add(local_queue.spec.cluster_queue or "")
 
+    memo = memo or CycleMemo()
+    _with_waiting_preemptors(cache, cluster_queues, memo)
     cursors: list[_Cursor] = []
     for cq_name in sorted(cluster_queues):
         state = cache.cluster_queue_state(cq_name)
@@ -478,7 +484,7 @@ def schedule(
         candidates = cache.candidates(cq_name, _open_local_queues(cache, cq_name), now)
         cursors.append(_Cursor(state, candidates, strict_fifo=state.strict_fifo))
 
-    cycle = _Cycle(cache, result, now, fair_sharing, heads_per_queue=heads_per_queue, memo=memo or CycleMemo())
+    cycle = _Cycle(cache, result, now, fair_sharing, heads_per_queue=heads_per_queue, memo=memo)
     try:
         while cursors:
             cursors = _run_round(cycle, cursors)
@@ -486,9 +492,29 @@ def schedule(
     finally:
         cycle.usage.undo()  # the preemptors' held usage is for this cycle only
         cycle.memo.prune(cycle.memo_used)
+    memo.preempting = (memo.preempting - cluster_queues) | result.planned_preemption
 
     result.next_cycle_at = cache.next_requeue_at()
     return result
+
+
+def _with_waiting_preemptors(cache: Cache, cluster_queues: set[str], memo: CycleMemo) -> None:
+    """Add to the cycle the ClusterQueues whose preemptor waits for its victims in a quota tree it looks at.
+
+    A preemptor holds the quota it waits for only in the cycles that look at
+    its ClusterQueue (step 6). A cycle started by another queue of the tree
+    alone (a Workload arriving there) did not, so the quota a victim had just
+    given back went to that queue's borrowers, which the preemptor then
+    evicted in turn (in a simulation of upstream's full scalability baseline,
+    515 of 669 evictions were of Workloads admitted while their preemptor
+    waited so). Upstream's preemptor is a head in every cycle.
+    """
+    if not memo.preempting:
+        return
+    trees = {cache.cohort_root(name) for name in cluster_queues}
+    for name in memo.preempting - cluster_queues:
+        if cache.cluster_queue_state(name) is not None and cache.cohort_root(name) in trees:
+            cluster_queues.add(name)
 
 
 def _open_local_queues(cache: Cache, cq_name: str) -> list[tuple[str, str]]:

@@ -120,7 +120,8 @@ class _Due:
 
     key: _QueueKey
     status: dict[str, Any]
-    wanted: dict[str, Any]
+    #: The queue object's uid and its status without timestamps: what is remembered once written.
+    wanted: tuple[str, dict[str, Any]]
 
 
 class QueueStatusWriter:
@@ -128,7 +129,9 @@ class QueueStatusWriter:
         self.kube = kube
         self.cache = cache
         self.writes_per_sync = writes_per_sync
-        self._written: dict[_QueueKey, dict[str, Any]] = {}
+        #: Per queue, the uid of the object written and what was written (a queue deleted and made again
+        #: under the same name is another object: its status is written even when it says the same).
+        self._written: dict[_QueueKey, tuple[str, dict[str, Any]]] = {}
         #: Per queue, the sync that last tried to write it: the order among queues waiting for the budget
         #: (a queue whose write keeps failing goes behind the others, not ahead of them every time).
         self._written_at: dict[_QueueKey, int] = {}
@@ -150,18 +153,35 @@ class QueueStatusWriter:
         metrics.report_queue_gauges([s for _, cq, view in queues for s in _queue_samples(self.cache, cq, view, now)])
         due: list[_Due] = []
         for name, cq, view in queues:
-            self._consider(("cq", "", name), cq.status, view, due)
-        for namespace, name in list(self.cache.local_queue_keys()):
+            self._consider(("cq", "", name), cq.metadata.uid or "", cq.status, view, due)
+        local_queues = list(self.cache.local_queue_keys())
+        for namespace, name in local_queues:
             lq = self.cache.local_queue(namespace, name)
             view = self.cache.local_queue_status(namespace, name)
             if lq is not None and view is not None:
-                self._consider(("lq", namespace, name), lq.status, view, due)
+                self._consider(("lq", namespace, name), lq.metadata.uid or "", lq.status, view, due)
+        self._forget_deleted({("cq", "", name) for name, _, _ in queues} | {("lq", ns, name) for ns, name in local_queues})
         due.sort(key=lambda item: self._written_at.get(item.key, 0))  # stable: ClusterQueues first among equals
         for item in due[: self.writes_per_sync]:
             await self._write(item)
 
+    def _forget_deleted(self, present: set[_QueueKey]) -> None:
+        """Drop what is remembered of queues no longer in the cache (kept, it grew with every queue ever seen).
+
+        Only when more is remembered than there are queues: what is left over is then at most one entry
+        per queue, and a quiet sync costs no set difference."""
+        for memory in (self._written, self._written_at):
+            if len(memory) > len(present):
+                for key in memory.keys() - present:
+                    del memory[key]
+
     def _consider(
-        self, key: _QueueKey, seen: ClusterQueueStatus | LocalQueueStatus, view: QueueStatusView, due: list[_Due]
+        self,
+        key: _QueueKey,
+        uid: str,
+        seen: ClusterQueueStatus | LocalQueueStatus,
+        view: QueueStatusView,
+        due: list[_Due],
     ) -> None:
         """Add the queue to ``due`` if its wanted status differs from what was last written and from ``seen``.
 
@@ -171,16 +191,20 @@ class QueueStatusWriter:
             "conditions": [_active_condition(seen.conditions, view.active, view.reason, view.message)],
             **view.status_fields(),
         }
-        wanted = _comparable(status)
+        wanted = (uid, _comparable(status))
         if self._written.get(key) == wanted:
             return
         seen_body = seen.to_dict()
         current = {k: seen_body.get(k) for k in status}
         current["conditions"] = seen_body.get("conditions", [])
-        if _comparable(current) == wanted:
+        if _comparable(current) == wanted[1]:
             self._written[key] = wanted
             return
         due.append(_Due(key, status, wanted))
+
+    def remembered(self) -> int:
+        """How many queues' last writes are remembered (at most one per queue in the cache, after a sync)."""
+        return len(self._written)
 
     async def _write(self, item: _Due) -> None:
         kind, namespace, name = item.key

@@ -1613,6 +1613,39 @@ def test_a_borrower_waits_for_the_cycles_candidates_within_their_nominal_quota()
     assert names(schedule(cache, NOW)) == ["b-1", "a-1", "b-borrows"]
 
 
+def test_a_waiting_preemptor_holds_its_quota_in_a_cycle_started_by_another_queue_of_its_tree() -> None:
+    """A victim gave its quota back; the next cycle is started by a Workload arriving in another ClusterQueue
+    alone. The preemptor's queue is looked at too, so the newcomer does not borrow what the preemptor waits
+    for (and is not evicted by it a moment later)."""
+    from multikueue.core.scheduler import CycleMemo
+    from multikueue.dev.standins import merged
+    from multikueue.core import lifecycle
+
+    cache = preemption_cohort()
+    memo = CycleMemo()
+    for name, cpu, age in (("b-1", "3", 300), ("b-2", "3", 200), ("b-3", "2", 100)):
+        cache.upsert_workload(workload(name, cpu, queue="queue-b", age=age))
+    admit_all(cache, schedule(cache, NOW, memo=memo))
+    assert cache.usage("cq-b") == {("default-flavor", "cpu"): Decimal(8)}, "cq-b borrows cq-a's 4"
+    cache.upsert_workload(workload("a-large", "4", queue="queue-a", priority=10, age=50))
+    first = schedule(cache, NOW, memo=memo)
+    assert len(first.preempted) == 2, "no single borrower of cq-b frees cq-a's 4"
+    for decision in first.preempted:  # both marked evicted; they hold their quota until released
+        wl = cache.workload(decision.victim)
+        cache.upsert_workload(merged(wl, lifecycle.preempted(wl, decision.reason, decision.message, NOW)))
+    back = cache.workload(first.preempted[0].victim)
+    cache.upsert_workload(merged(back, lifecycle.released(back, NOW)))  # one victim's quota is back
+    released = schedule(cache, NOW, memo=memo)  # the whole tree is looked at: a-large waits for the other
+    assert names(released) == [] and "a-large" in pending(released)
+    # 3 of cq-a's 4 are free; a-large waits for the last one. Only queue-b changes now:
+    cache.upsert_workload(workload("b-new", "3", queue="queue-b", age=1))
+    result = schedule(cache, NOW, memo=memo)
+    assert names(result) == [], "the released victim or b-new would borrow the quota a-large waits for"
+    assert result.preempted == [] or {d.preemptor[1] for d in result.preempted} == {"a-large"}
+    without_memo = schedule(cache, NOW)  # nothing changed since: nothing to look at, with or without the memo
+    assert names(without_memo) == []
+
+
 def borrowing_head(cq_b_cpu: int, **cq_a_spec: Any) -> Cache:
     """cq-a (4 cpu, 3 in use) and cq-b share a cohort; cq-a's head "large" (4 cpu) fits only by borrowing,
     "medium" (1 cpu, lower priority) behind it fits within cq-a's nominal quota."""

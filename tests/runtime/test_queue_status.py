@@ -55,3 +55,34 @@ async def test_changed_queues_beyond_the_budget_are_written_at_the_next_sync(
 
     await writer.sync()
     assert writer.writes["ClusterQueue"] == 3, "a quiet system makes no writes"
+
+
+async def test_a_deleted_queue_is_forgotten_and_one_made_again_under_its_name_is_written(
+    kueue: o.Kueue, admin_kube: Callable[[int], AsyncKube], namespace: str
+) -> None:
+    ns = namespace
+    kube = admin_kube(0)
+    cache = Cache()
+    flavor = kueue.create(o.resource_flavor(f"default-{ns}"))
+    cache.upsert_flavor(ResourceFlavor.from_k8s(flavor))
+    names = [f"cq-{i}-{ns}" for i in range(2)]
+    for name in names:
+        cache.upsert_cluster_queue(ClusterQueue.from_k8s(kueue.create(o.cluster_queue(name, {f"default-{ns}": {"cpu": 1}}, scale_cpu=False))))
+    writer = QueueStatusWriter(kube, cache)
+    await writer.sync()
+    assert writer.writes["ClusterQueue"] == 2 and writer.remembered() == 2
+
+    gone = names[0]
+    await kube.delete(CLUSTER_QUEUES, None, gone)
+    cache.delete_cluster_queue(gone)
+    await writer.sync()
+    assert writer.remembered() == 1, "what was written for the deleted queue is not kept"
+
+    # Deleted and made again between two syncs: another object, whose status says nothing yet.
+    await kube.delete(CLUSTER_QUEUES, None, names[1])
+    cache.delete_cluster_queue(names[1])
+    again = kueue.create(o.cluster_queue(names[1], {f"default-{ns}": {"cpu": 1}}, scale_cpu=False))
+    cache.upsert_cluster_queue(ClusterQueue.from_k8s(again))
+    await writer.sync()
+    assert writer.writes["ClusterQueue"] == 3, "the new queue's status is written though it says what the old one's did"
+    assert await _written(kube, [names[1]]) == {names[1]}

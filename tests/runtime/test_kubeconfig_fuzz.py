@@ -275,11 +275,25 @@ def _with_port(document: Any, port: int) -> Any:
 _LOADER_TEMP = Path(tempfile.mkdtemp(prefix="kubeconfig-loader-"))
 
 
+def _without_nulls(document: Any) -> Any:
+    """The document with null-valued keys left out: what client-go (upstream Kueue's loader) reads a null as.
+
+    The Python loader refuses some nulls (``insecure-skip-tls-verify: null`` raises "Expected key"), where
+    client-go and the validator read them as absent; the comparison is with what the keys mean, not with
+    that quirk.
+    """
+    if isinstance(document, dict):
+        return {k: _without_nulls(v) for k, v in document.items() if v is not None}
+    if isinstance(document, list):
+        return [_without_nulls(v) for v in document]
+    return document
+
+
 def _loader_configuration(document: dict[str, Any]) -> tuple[client.Configuration, list[tuple[str, tuple[Any, ...]]]]:
     loaded = client.Configuration()
     with _recorder.watching() as events:
         config.load_kube_config_from_dict(
-            yaml.safe_load(yaml.safe_dump(document)), client_configuration=loaded, temp_file_path=str(_LOADER_TEMP)
+            _without_nulls(yaml.safe_load(yaml.safe_dump(document))), client_configuration=loaded, temp_file_path=str(_LOADER_TEMP)
         )
     return loaded, list(events)
 

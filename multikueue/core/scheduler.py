@@ -68,15 +68,7 @@ unless fair sharing is on, see the end):
    candidate per ClusterQueue per cycle, the first that needs it in queue
    order (upstream plans for queue heads only): planning is the expensive
    part of a cycle, and a lower candidate preempting for quota the higher
-   one is about to take would only evict twice. Nothing behind a candidate
-   that preempts in its ClusterQueue is decided in that cycle (the queue's
-   walk ends there, and its deferred borrowers behind it wait too; they keep
-   their condition and are not parked): upstream requeues a preemptor at
-   once, so it stays its queue's head, and the queue admits nothing else
-   until it is admitted. Walking on, the Workloads behind it were admitted
-   by borrowing while it waited for its victims, and it evicted them in turn
-   when the cohort filled (upstream's full scalability baseline: the first
-   large Workload of a queue preempted three times in 20 s).
+   one is about to take would only evict twice.
 6. A candidate that preempts (including one that, in a later cycle, still
    waits for victims it chose before: they are chosen again, first, until
    their quota is released) holds its usage in its quota tree for the rest
@@ -286,8 +278,6 @@ class _Cursor:
     open: bool = True
     #: True once a candidate was deferred to borrow: the queue's later candidates are deferred behind it.
     deferring: bool = False
-    #: True once a candidate preempts (or waits for the victims it chose): nothing behind it this cycle.
-    held: bool = False
 
     def next(self) -> PendingWorkload | None:
         candidate = None if self.exhausted else next(self.candidates, None)
@@ -987,7 +977,7 @@ def _decide_deferred(cycle: _Cycle) -> None:
         by_queue.setdefault(id(entry.cursor), []).append(entry)
     queues = list(by_queue.values())
     for depth in range(max((len(entries) for entries in queues), default=0)):
-        round_ = [entries[depth] for entries in queues if len(entries) > depth and not entries[depth].cursor.held]
+        round_ = [entries[depth] for entries in queues if len(entries) > depth]
         _decide(cycle, sorted(round_, key=_order_key), reassign_all=True, defer=False)
 
 
@@ -1063,8 +1053,6 @@ def _decide(cycle: _Cycle, entries: list[_Entry], *, reassign_all: bool, defer: 
             if preempts:
                 result.planned_preemption.add(state.name)
                 touched_trees.add(tree)  # it holds its usage there now: later entries are re-assigned
-                # Upstream's preemptor stays its queue's head until admitted: nothing behind it is decided.
-                entry.cursor.held, entry.cursor.open = True, False
             elif not entry.workload.may_be_partial:
                 cycle.without_victims.setdefault(state.name, set()).add(entry.workload.shape)
         elif assignment.preemptible:

@@ -307,8 +307,8 @@ def test_identical_workloads_that_do_not_fit_are_assigned_once_per_cycle(monkeyp
     assert len(calls) == 2  # one for the 200 copies, one for the small Workload
 
 
-def test_nothing_behind_a_preemptor_in_its_queue_is_decided_in_its_cycle() -> None:
-    """Upstream's preemptor stays its ClusterQueue's head until admitted: the Workloads behind it wait, unlooked at."""
+def test_a_misfit_is_assigned_again_after_a_preemption_released_quota() -> None:
+    """A preemption counts its victims' usage as released in the cycle: what did not fit before it is re-checked."""
     cache = seed_cache(quotas={"default-flavor": {"cpu": 8, "memory": "8Gi"}}, preemption={"withinClusterQueue": "LowerPriority"})
     cache.upsert_workload(workload("low", "8", priority=0, age=1000))
     [decision] = schedule(cache, NOW).admitted
@@ -321,9 +321,8 @@ def test_nothing_behind_a_preemptor_in_its_queue_is_decided_in_its_cycle() -> No
     assert [d.victim[1] for d in result.preempted] == ["low"]
     assert result.preempted[0].victim_version == "41", "the eviction is written on the version the plan weighed"
     assert result.admitted == []
-    # high-2 keeps its condition and is not parked: the next cycle looks at it again, behind high-1.
-    assert set(pending(result)) == {"high-1"}
-    assert not cache.is_parked(("default", "high-2"), "cq")
+    # high-2 is checked against the tree with high-1 holding the released quota: it still waits.
+    assert set(pending(result)) == {"high-1", "high-2"}
 
 
 def test_strict_fifo_head_removed_unblocks_the_queue() -> None:
@@ -914,7 +913,7 @@ def test_one_preemption_plan_per_cluster_queue_per_cycle_and_no_victim_twice() -
     cache.upsert_workload(workload("high-2", "4", priority=10, age=1))
     first = schedule(cache, NOW)
     assert [(d.preemptor[1], d.victim[1]) for d in first.preempted] == [("high-1", first.preempted[0].victim[1])]
-    assert "high-2" not in pending(first), "the second is not looked at behind the preemptor"
+    assert pending(first)["high-2"][1] == SEED_MESSAGE, "the second waits without planning in this cycle"
     evict(cache, first)
     second = schedule(cache, NOW)
     assert names(second) == ["high-1"]
@@ -1547,7 +1546,8 @@ def test_nothing_is_parked_where_a_preemptor_holds_quota_this_cycle() -> None:
     cache.upsert_workload(workload("other", "2", priority=5, age=40))
     result = schedule(cache, NOW)
     assert [d.victim[1] for d in result.preempted] == ["low"]
-    assert set(pending(result)) == {"high"}, "nothing behind the preemptor in its queue is looked at"
+    assert set(pending(result)) == {"high", "other"}
+    # other did not fit because high holds low's quota for this cycle only: it is not parked.
     assert not cache.is_parked(("default", "other"), "cq")
 
 
@@ -1588,7 +1588,7 @@ def test_heads_per_queue_asks_for_no_more_cycles_when_it_parked_nothing() -> Non
         cache.upsert_workload(workload(f"high-{i}", "8", priority=10, age=100 - i))
     result = schedule(cache, NOW, heads_per_queue=2)
     assert [d.victim[1] for d in result.preempted] == ["low"]
-    assert len(result.pending) == 1, "the queue's walk ends at its preemptor"
+    assert len(result.pending) == 2
     assert not result.more
 
 

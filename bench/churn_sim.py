@@ -269,14 +269,14 @@ class Simulation:
     def _higher_waiting(self, key: WorkloadKey) -> dict[WorkloadKey, str]:
         """The pending Workloads of higher priority in the cohort of ``key``'s ClusterQueue, and their state."""
         cq = key[0]
-        _, c, _ = cq.split("-")
+        tree = self.cache.cohort_root(cq)
         wl = self.cache.workload(key)
         found: dict[WorkloadKey, str] = {}
         if wl is None:
             return found
         mine = wl.spec.priority or 0
         for other in self.cache.cluster_queue_names():
-            if other.split("-")[1] != c:
+            if self.cache.cohort_root(other) != tree:
                 continue
             for p in self.cache.pending_in_local_queue((other, "lq")):
                 if p.priority <= mine:

@@ -15,9 +15,9 @@ from multikueue.api.localqueue import LocalQueue
 from multikueue.api.resourceflavor import ResourceFlavor
 from multikueue.api.workload import Workload
 from multikueue.api.workloadpriorityclass import WorkloadPriorityClass
-from multikueue.core import Cache, CycleResult, PendingUpdate, schedule
+from multikueue.core import Cache, CycleResult, PendingUpdate, lifecycle, schedule
 from multikueue.core.cache.queues import REQUEUE_BATCH, WAKE_TO_FILL_LOOKS
-from multikueue.core.scheduler import AdmissionDecision
+from multikueue.core.scheduler import AdmissionDecision, CycleMemo
 
 pytestmark = pytest.mark.unit
 
@@ -810,7 +810,7 @@ def test_an_older_resource_version_never_replaces_a_newer_copy() -> None:
 
 # --- preemption ------------------------------------------------------------------------------------
 
-from multikueue.dev.standins import evict_and_release  # noqa: E402 - the preemption tests' I/O stand-in
+from multikueue.dev.standins import evict_and_release, merged  # noqa: E402 - the preemption tests' I/O stand-in
 
 LOWER = {"preemption": {"withinClusterQueue": "LowerPriority"}}
 
@@ -1617,10 +1617,6 @@ def test_a_waiting_preemptor_holds_its_quota_in_a_cycle_started_by_another_queue
     """A victim gave its quota back; the next cycle is started by a Workload arriving in another ClusterQueue
     alone. The preemptor's queue is looked at too, so the newcomer does not borrow what the preemptor waits
     for (and is not evicted by it a moment later)."""
-    from multikueue.core.scheduler import CycleMemo
-    from multikueue.dev.standins import merged
-    from multikueue.core import lifecycle
-
     cache = preemption_cohort()
     memo = CycleMemo()
     for name, cpu, age in (("b-1", "3", 300), ("b-2", "3", 200), ("b-3", "2", 100)):

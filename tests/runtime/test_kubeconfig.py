@@ -265,9 +265,12 @@ def test_a_killed_process_leaves_no_key_behind(tmp_path: Path) -> None:
     """The key material lives as long as the process, even one killed with SIGKILL."""
     script = tmp_path / "hold.py"
     script.write_text(
-        "import os, signal, sys\n"
-        "from multikueue.runtime.kubeconfig import _material_file\n"
-        "print(os.readlink(_material_file(b'KEY-MATERIAL')), flush=True)\n"
+        "import os, signal\n"
+        "from multikueue.dev.kubeconfig import build_kubeconfig, dump\n"
+        "from multikueue.runtime.kubeconfig import client_configuration, validate_kubeconfig\n"
+        f"config = build_kubeconfig(name='m', server='https://h:1', ca_pem={CA!r}, user='admin',\n"
+        "                          client_cert_pem=b'CERT', client_key_pem=b'KEY')\n"
+        "print(os.readlink(client_configuration(validate_kubeconfig(dump(config))).key_file), flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     before = set(Path(tempfile.gettempdir()).glob("multikueue-tls-*"))

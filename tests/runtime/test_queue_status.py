@@ -22,6 +22,22 @@ from multikueue.runtime.queue_status import QueueStatusWriter
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 
+def _cluster_queue(kueue: o.Kueue, cache: Cache, name: str, ns: str) -> None:
+    """A ClusterQueue of 1 cpu in the API server and in the cache."""
+    body = kueue.create(o.cluster_queue(name, {f"default-{ns}": {"cpu": 1}}, scale_cpu=False))
+    cache.upsert_cluster_queue(ClusterQueue.from_k8s(body))
+
+
+def _cache_with_cluster_queues(kueue: o.Kueue, ns: str, count: int) -> tuple[Cache, list[str]]:
+    """A cache holding the test's flavor and ``count`` ClusterQueues, made in the API server too; their names."""
+    cache = Cache()
+    cache.upsert_flavor(ResourceFlavor.from_k8s(kueue.create(o.resource_flavor(f"default-{ns}"))))
+    names = [f"cq-{i}-{ns}" for i in range(count)]
+    for name in names:
+        _cluster_queue(kueue, cache, name, ns)
+    return cache, names
+
+
 async def _written(kube: AsyncKube, names: list[str]) -> set[str]:
     """The ClusterQueues among ``names`` whose status says Active (our writer set it)."""
     found = set()
@@ -35,15 +51,8 @@ async def _written(kube: AsyncKube, names: list[str]) -> set[str]:
 async def test_changed_queues_beyond_the_budget_are_written_at_the_next_sync(
     kueue: o.Kueue, admin_kube: Callable[[int], AsyncKube], namespace: str
 ) -> None:
-    ns = namespace
     kube = admin_kube(0)
-    cache = Cache()
-    flavor = kueue.create(o.resource_flavor(f"default-{ns}"))
-    cache.upsert_flavor(ResourceFlavor.from_k8s(flavor))
-    names = [f"cq-{i}-{ns}" for i in range(3)]
-    for name in names:
-        body = kueue.create(o.cluster_queue(name, {f"default-{ns}": {"cpu": 1}}, scale_cpu=False))
-        cache.upsert_cluster_queue(ClusterQueue.from_k8s(body))
+    cache, names = _cache_with_cluster_queues(kueue, namespace, 3)
     writer = QueueStatusWriter(kube, cache, writes_per_sync=2)
 
     await writer.sync()
@@ -60,14 +69,8 @@ async def test_changed_queues_beyond_the_budget_are_written_at_the_next_sync(
 async def test_a_deleted_queue_is_forgotten_and_one_made_again_under_its_name_is_written(
     kueue: o.Kueue, admin_kube: Callable[[int], AsyncKube], namespace: str
 ) -> None:
-    ns = namespace
     kube = admin_kube(0)
-    cache = Cache()
-    flavor = kueue.create(o.resource_flavor(f"default-{ns}"))
-    cache.upsert_flavor(ResourceFlavor.from_k8s(flavor))
-    names = [f"cq-{i}-{ns}" for i in range(2)]
-    for name in names:
-        cache.upsert_cluster_queue(ClusterQueue.from_k8s(kueue.create(o.cluster_queue(name, {f"default-{ns}": {"cpu": 1}}, scale_cpu=False))))
+    cache, names = _cache_with_cluster_queues(kueue, namespace, 2)
     writer = QueueStatusWriter(kube, cache)
     await writer.sync()
     assert writer.writes["ClusterQueue"] == 2 and writer.remembered() == 2
@@ -81,8 +84,7 @@ async def test_a_deleted_queue_is_forgotten_and_one_made_again_under_its_name_is
     # Deleted and made again between two syncs: another object, whose status says nothing yet.
     await kube.delete(CLUSTER_QUEUES, None, names[1])
     cache.delete_cluster_queue(names[1])
-    again = kueue.create(o.cluster_queue(names[1], {f"default-{ns}": {"cpu": 1}}, scale_cpu=False))
-    cache.upsert_cluster_queue(ClusterQueue.from_k8s(again))
+    _cluster_queue(kueue, cache, names[1], namespace)
     await writer.sync()
     assert writer.writes["ClusterQueue"] == 3, "the new queue's status is written though it says what the old one's did"
     assert await _written(kube, [names[1]]) == {names[1]}

@@ -34,6 +34,26 @@ def pending_message(k: o.Kueue, ns: str, name: str) -> str:
     return c["message"] if c and c["status"] == "False" else ""
 
 
+def wait_for_pending(k: o.Kueue, ns: str, name: str, text: str, timeout: float = 15) -> str:
+    """Wait until the Workload's QuotaReserved=False message says ``text``; return the message.
+
+    Asserting on the first message seen races the controller's caches: a Workload created right after
+    its queues can first be told its LocalQueue doesn't exist, then be requeued with the real reason
+    when the LocalQueue reaches the cache (CI saw that once).
+    """
+    seen: list[str] = []
+
+    def says() -> str:
+        message = pending_message(k, ns, name)
+        seen.append(message)
+        return message if text in message else ""
+
+    try:
+        return o.wait_for(says, timeout, what=f"{name} pending with {text!r}")
+    except o.WaitTimeout as e:
+        raise AssertionError(f"{e}; messages seen: {sorted(set(seen) - {''})}") from e
+
+
 def finish(k: o.Kueue, ns: str, name: str) -> None:
     wl = k.get("Workload", name, ns)
     conditions = wl["status"]["conditions"] + [
@@ -56,8 +76,8 @@ def test_seed_scenario_two_admitted_third_waits_then_admitted(kueue: o.Kueue, na
         kueue.create(o.workload(ns, f"wl-{i}", "user-queue", {"cpu": "4"}))
     o.wait_for(lambda: sum(admitted(kueue, ns, f"wl-{i}") for i in range(3)) == 2, 30, what="two admitted")
     waiting = next(f"wl-{i}" for i in range(3) if not reserved(kueue, ns, f"wl-{i}"))
-    message = o.wait_for(lambda: pending_message(kueue, ns, waiting), 15, what="pending message")
-    assert "insufficient unused quota for cpu in flavor" in message and "more needed" in message
+    message = wait_for_pending(kueue, ns, waiting, "insufficient unused quota for cpu in flavor")
+    assert "more needed" in message
     winner = next(f"wl-{i}" for i in range(3) if admitted(kueue, ns, f"wl-{i}"))
     wl = kueue.get("Workload", winner, ns)
     # Created directly, in a ClusterQueue without admission checks: no finalizer, as upstream (one write to admit).
@@ -83,7 +103,7 @@ def test_strict_fifo_blocks_behind_a_large_head(kueue: o.Kueue, namespace: str) 
     setup_queue(kueue, ns, cpu=4, strategy="StrictFIFO")
     kueue.create(o.workload(ns, "big", "user-queue", {"cpu": "6"}, priority=10))
     kueue.create(o.workload(ns, "small", "user-queue", {"cpu": "1"}))
-    o.wait_for(lambda: pending_message(kueue, ns, "big"), 15, what="big pending")
+    wait_for_pending(kueue, ns, "big", "insufficient quota")
     # Behind a blocked head nothing is tried (and, as upstream, nothing is written).
     time.sleep(2)
     assert not reserved(kueue, ns, "small")
@@ -161,8 +181,7 @@ def test_cohort_borrowing_respects_limits(kueue: o.Kueue, namespace: str) -> Non
 def test_missing_local_queue_is_explained_then_fixed(kueue: o.Kueue, namespace: str) -> None:
     ns = namespace
     kueue.create(o.workload(ns, "orphan", "no-such-queue", {"cpu": "1"}))
-    message = o.wait_for(lambda: pending_message(kueue, ns, "orphan"), 15, what="missing LocalQueue message")
-    assert "LocalQueue no-such-queue doesn't exist" in message
+    wait_for_pending(kueue, ns, "orphan", "LocalQueue no-such-queue doesn't exist")
     kueue.create(o.resource_flavor(f"default-{ns}"))
     kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 4}}))
     kueue.create(o.local_queue(ns, "no-such-queue", f"cq-{ns}"))
@@ -173,8 +192,7 @@ def test_local_queue_naming_missing_cluster_queue(kueue: o.Kueue, namespace: str
     ns = namespace
     kueue.create(o.local_queue(ns, "user-queue", f"cq-{ns}"))
     kueue.create(o.workload(ns, "wl", "user-queue", {"cpu": "1"}))
-    message = o.wait_for(lambda: pending_message(kueue, ns, "wl"), 15, what="missing ClusterQueue message")
-    assert f"ClusterQueue cq-{ns} doesn't exist" in message
+    wait_for_pending(kueue, ns, "wl", f"ClusterQueue cq-{ns} doesn't exist")
     kueue.create(o.resource_flavor(f"default-{ns}"))
     kueue.create(o.cluster_queue(f"cq-{ns}", {f"default-{ns}": {"cpu": 4}}))
     o.wait_for(lambda: admitted(kueue, ns, "wl"), 15, what="admitted once the ClusterQueue exists")
@@ -192,8 +210,7 @@ def test_cluster_queue_naming_missing_flavor(kueue: o.Kueue, namespace: str) -> 
         return c["reason"] + ": " + c["message"] if c and c["status"] == "False" else ""
 
     assert "FlavorNotFound" in o.wait_for(inactive, 15, what="ClusterQueue inactive with FlavorNotFound")
-    message = o.wait_for(lambda: pending_message(kueue, ns, "wl"), 15, what="workload message")
-    assert f"ClusterQueue {cq} is inactive" in message
+    wait_for_pending(kueue, ns, "wl", f"ClusterQueue {cq} is inactive")
     kueue.create(o.resource_flavor(f"default-{ns}"))
     o.wait_for(lambda: admitted(kueue, ns, "wl"), 15, what="admitted once the flavor exists")
     o.wait_for(lambda: o.is_true(kueue.get("ClusterQueue", cq), "Active"), 15, what="ClusterQueue active again")
@@ -203,8 +220,7 @@ def test_namespace_not_matching_selector(kueue: o.Kueue, namespace: str, integra
     ns = namespace
     setup_queue(kueue, ns, namespace_selector={"matchLabels": {"team": "ml"}})
     kueue.create(o.workload(ns, "wl", "user-queue", {"cpu": "1"}))
-    message = o.wait_for(lambda: pending_message(kueue, ns, "wl"), 15, what="selector message")
-    assert "namespace doesn't match ClusterQueue selector" in message
+    wait_for_pending(kueue, ns, "wl", "namespace doesn't match ClusterQueue selector")
     from kubernetes import client
 
     client.CoreV1Api(integration_clusters.manager).patch_namespace(ns, {"metadata": {"labels": {"team": "ml"}}})
@@ -215,8 +231,8 @@ def test_request_larger_than_every_flavor(kueue: o.Kueue, namespace: str) -> Non
     ns = namespace
     cq = setup_queue(kueue, ns, cpu=4)
     kueue.create(o.workload(ns, "huge", "user-queue", {"cpu": "64"}))
-    message = o.wait_for(lambda: pending_message(kueue, ns, "huge"), 15, what="too big message")
-    assert "cpu" in message and f"default-{ns}" in message
+    message = wait_for_pending(kueue, ns, "huge", f"default-{ns}")
+    assert "cpu" in message
     kueue.patch("ClusterQueue", cq, {"spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": f"default-{ns}", "resources": [{"name": "cpu", "nominalQuota": 64}]}]}]}})
     o.wait_for(lambda: admitted(kueue, ns, "huge"), 15, what="admitted once the quota is raised")
 

@@ -295,6 +295,14 @@ def not_after(text: str) -> dt.datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
+def settle(load: float, longest: float = 300.0) -> float:
+    """Wait until the 1-minute load average is at most ``load`` (or ``longest`` seconds passed); the seconds waited."""
+    started = time.monotonic()
+    while os.getloadavg()[0] > load and time.monotonic() - started < longest:
+        time.sleep(5)
+    return time.monotonic() - started
+
+
 def main() -> int:
     interrupt_on_signals()  # Ctrl-C or SIGTERM still takes the clusters down
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -310,6 +318,11 @@ def main() -> int:
         "--runner-nice", type=int, default=0, metavar="N",
         help="run upstream's runner under nice -n N (negative, as root: ahead of the controller and the API server "
         "on a small machine, so that the instrument is not the one kept waiting; the same for every system)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settle", type=float, metavar="LOAD",
+        help="before each run wait (at most 5 min) until the 1-minute load average is at most LOAD: a run started "
+        "right after another one inherits its load, and single runs then disagree more than the effects looked for",
     )  # fmt: skip
     parser.add_argument("--no-audit", action="store_true", help="no audit log on the manager's apiserver (it counts each client's writes and 409s)")
     parser.add_argument("--report", nargs="+", metavar="JSON", help="run nothing: print the table over the runs saved by --json")
@@ -368,7 +381,12 @@ def main() -> int:
                 if args.not_after and dt.datetime.now(dt.UTC) + dt.timedelta(seconds=budget) > args.not_after:
                     print(f"--- not starting {system} (round {round_ + 1}): it could end after {args.not_after:%H:%M} UTC", flush=True)
                     continue
-                print(f"--- round {round_ + 1}: {system} (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})", flush=True)
+                waited = settle(args.settle) if args.settle is not None else None
+                print(
+                    f"--- round {round_ + 1}: {system} (load {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+                    + (f", after waiting {waited:.0f} s for it to settle" if waited else "") + ")",
+                    flush=True,
+                )  # fmt: skip
                 started = time.monotonic()
                 try:
                     run = one_run(

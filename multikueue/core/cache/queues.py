@@ -170,6 +170,9 @@ class PendingQueues:
         #: reads the heads of every open queue; sorting thousands of unchanged entries for each cycle was
         #: most of the scheduler's CPU, and most changes of a pending entry are its own condition, written back).
         self._ordered: dict[LocalQueueKey, list[tuple[tuple[int, datetime, str, str], WorkloadKey]]] = {}
+        #: Per LocalQueue, per priority, how many of its Workloads have each shape: a priority band of one
+        #: shape whose kind is parked is passed over in one step by :meth:`candidates`.
+        self._bands: dict[LocalQueueKey, dict[int, dict[str, int]]] = {}
         self._lqs_by_namespace: dict[str, set[LocalQueueKey]] = {}
         self._by_priority_class: dict[str, set[WorkloadKey]] = {}
         self._backoff: list[tuple[datetime, WorkloadKey]] = []
@@ -186,8 +189,10 @@ class PendingQueues:
         self._parked_in: dict[str, int] = {}
         self._for_victims_in: dict[str, int] = {}
         #: Per ClusterQueue, per (priority, shape), the last parking of a Workload of that kind: the pending
-        #: Workloads equal to it are parked with it when a cycle reaches them (see :meth:`park`). Kept while
-        #: the ClusterQueue has parked entries (each wake a mark waits for is started for those).
+        #: Workloads equal to it are parked with it (see :meth:`park`), those a cycle reaches one by one get
+        #: a mark of their own. A mark stands until the ClusterQueue's parked Workloads all wake, as
+        #: upstream's bulk-move hashes until its next requeue, and alone starts that wake
+        #: (:meth:`_waits_for_release`); the map goes once it is empty and nothing is parked there.
         self._kinds_parked: dict[str, dict[tuple[int, str], _Park]] = {}
         #: Pending Workloads :meth:`unpark`-ed by name: looked at once more even if an equal one is parked.
         self._rechecked: set[WorkloadKey] = set()
@@ -242,7 +247,13 @@ class PendingQueues:
         old = self._pending.get(key)
         if old is None and new is None:
             return
-        if old is None or new is None or old.local_queue != new.local_queue or old.order != new.order:
+        if (
+            old is None
+            or new is None
+            or old.local_queue != new.local_queue
+            or old.order != new.order
+            or (old.pod_sets is not new.pod_sets and old.shape != new.shape)  # its band counts its shape
+        ):
             if old is not None:
                 self._leave_queue(old)
             if new is not None:
@@ -266,6 +277,8 @@ class PendingQueues:
     def _enter_queue(self, entry: PendingWorkload) -> None:
         """Place the entry in its LocalQueue's order (and the queue among its namespace's)."""
         bisect.insort(self._ordered.setdefault(entry.local_queue, []), (entry.order, entry.key))
+        shapes = self._bands.setdefault(entry.local_queue, {}).setdefault(entry.priority, {})
+        shapes[entry.shape] = shapes.get(entry.shape, 0) + 1
         self._lqs_by_namespace.setdefault(entry.local_queue[0], set()).add(entry.local_queue)
 
     def _leave_queue(self, entry: PendingWorkload) -> None:
@@ -275,9 +288,14 @@ class PendingQueues:
         if index >= len(ordered) or ordered[index][1] != entry.key:
             index = ordered.index((entry.order, entry.key))
         ordered.pop(index)
+        bands = self._bands[entry.local_queue]
+        _decrement(bands[entry.priority], entry.shape)
+        if not bands[entry.priority]:
+            del bands[entry.priority]
         if ordered:
             return
         del self._ordered[entry.local_queue]
+        del self._bands[entry.local_queue]
         lqs = self._lqs_by_namespace.get(entry.local_queue[0])
         if lqs is not None:
             lqs.discard(entry.local_queue)
@@ -310,16 +328,34 @@ class PendingQueues:
 
         Left out: those whose requeue backoff runs past ``now`` and those
         parked for the queue (:meth:`park`). Lazy because a cycle usually
-        reads a few heads of a queue of thousands; it walks a copy of each
-        queue's order (taken when the first one is asked for), so admissions
-        made meanwhile do not shift it, and skips what left the queues since.
+        reads a few heads of a queue of thousands; admissions made meanwhile
+        do not shift the walk (each queue is resumed after the last entry it
+        gave, by bisection).
+
+        A priority band of a LocalQueue whose Workloads all have one shape,
+        that kind parked and none of them :meth:`unpark`-ed by name, is passed
+        over in one step (:meth:`_walk`): every Workload in it would be left
+        out. Before, a cycle stepped over every parked Workload of every
+        queue it looked at, each time: with a backlog of thousands (upstream's
+        full scalability baseline) that walk was most of the scheduler's CPU,
+        work that grew with the number of pending Workloads.
         """
         pending, parked = self._pending, self._parked
+        # The queue's kinds as the walk starts, seen as they grow in this cycle; a queue with none parked
+        # yet has its first head's equals looked at (and told why they wait) in this cycle.
         kinds = self._kinds_parked.get(cq_name)
         woken = self._woken.get(cq_name, 0)
-        orders = [list(self._ordered.get(lq, ())) for lq in local_queues]
+        # Workloads unparked by name, by band: a band passed over still gives them (taken once: the set only
+        # shrinks during a cycle, and one that left is skipped below).
+        rechecked: dict[tuple[LocalQueueKey, int], list[tuple[tuple[int, datetime, str, str], WorkloadKey]]] = {}
+        for key in self._rechecked:
+            if (entry := pending.get(key)) is not None:
+                rechecked.setdefault((entry.local_queue, entry.priority), []).append((entry.order, key))
+        for items in rechecked.values():
+            items.sort()
+        walks = [self._walk(lq, cq_name, kinds, woken, rechecked) for lq in local_queues if lq in self._ordered]
         merged: Iterable[tuple[tuple[int, datetime, str, str], WorkloadKey]] = (
-            orders[0] if len(orders) == 1 else heapq.merge(*orders)
+            walks[0] if len(walks) == 1 else heapq.merge(*walks)
         )
         for _, key in merged:
             entry = pending.get(key)
@@ -333,6 +369,50 @@ class PendingQueues:
                 self._park_as(key, like)
                 continue
             yield entry
+
+    def _walk(
+        self,
+        lq: LocalQueueKey,
+        cq_name: str,
+        kinds: Mapping[tuple[int, str], _Park] | None,
+        woken: int,
+        rechecked: Mapping[tuple[LocalQueueKey, int], list[tuple[tuple[int, datetime, str, str], WorkloadKey]]],
+    ) -> Iterator[tuple[tuple[int, datetime, str, str], WorkloadKey]]:
+        """One LocalQueue's order for :meth:`candidates`, without the priority bands it may pass over whole
+        (but for their Workloads unparked by name, in ``rechecked``).
+
+        Reads the live order and resumes after the last entry it gave, so
+        entries leaving meanwhile (admitted in this cycle) shift nothing; a
+        band is looked at again each time the walk is in it, so the head
+        parked just before (and its kind with it) makes the rest of its
+        band go at once.
+        """
+        index = 0
+        while True:
+            ordered = self._ordered.get(lq)
+            if not ordered or index >= len(ordered):
+                return
+            item = ordered[index]
+            priority = -item[0][0]
+            if kinds:
+                shapes = self._bands[lq][priority]
+                if len(shapes) == 1:
+                    mark = kinds.get((priority, next(iter(shapes))))
+                    if mark is not None and _still_parked(mark, cq_name, woken):
+                        for unparked in rechecked.get((lq, priority), ()):
+                            if unparked >= item:
+                                yield unparked
+                        # Past the band: the first entry of a lower priority (a shorter tuple sorts first).
+                        ordered = self._ordered.get(lq)
+                        if not ordered:
+                            return
+                        index = bisect.bisect_left(ordered, ((1 - priority,),))
+                        continue
+            yield item
+            ordered = self._ordered.get(lq)
+            if not ordered:
+                return
+            index = bisect.bisect_right(ordered, item)
 
     def pending_count(self, key: LocalQueueKey) -> int:
         """How many Workloads wait in this LocalQueue."""
@@ -437,9 +517,8 @@ class PendingQueues:
         if old is None:
             return
         _decrement(self._parked_in, old.cluster_queue)
-        if old.cluster_queue not in self._parked_in:
-            # No parked entry left to start the wake a kind's mark waits for: the marks go too.
-            self._kinds_parked.pop(old.cluster_queue, None)
+        if old.cluster_queue not in self._parked_in and not self._kinds_parked.get(old.cluster_queue):
+            self._kinds_parked.pop(old.cluster_queue, None)  # nothing parked there any more
         if old.for_victims:
             _decrement(self._for_victims_in, old.cluster_queue)
 
@@ -470,8 +549,18 @@ class PendingQueues:
             if not batched:
                 self._woken[name] = self._tick
                 self._batched.pop(name, None)
-            elif name in (self._parked_in if released else self._for_victims_in):
+                if (kinds := self._kinds_parked.get(name)) is not None:
+                    kinds.clear()  # every mark made before is stale now (the map stays: see candidates)
+            elif self._waits_for_release(name) if released else self._waits_for_victims(name):
                 self._batched.setdefault(name, None)
+
+    def _waits_for_release(self, cq_name: str) -> bool:
+        """Whether a Workload may be parked in the ClusterQueue (woken by a release in its tree)."""
+        return cq_name in self._parked_in or bool(self._kinds_parked.get(cq_name))
+
+    def _waits_for_victims(self, cq_name: str) -> bool:
+        """Whether a Workload may be parked in the ClusterQueue for lack of victims (woken by a new one)."""
+        return cq_name in self._for_victims_in or any(m.for_victims for m in self._kinds_parked.get(cq_name, {}).values())
 
     def wake_to_fill(
         self, cq_name: str, local_queues: Iterable[LocalQueueKey], priority: int, released: Mapping[str, Decimal]

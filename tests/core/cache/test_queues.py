@@ -142,3 +142,95 @@ def test_assumed_admissions(build: Build) -> None:
     assert queues.assumption(("default", "w")) is admission
     assert queues.drop_assumption(("default", "w"))
     assert not queues.drop_assumption(("default", "w"))
+
+
+# --- the walk a cycle reads (candidates) ------------------------------------------------------------
+
+
+def walk(queues: PendingQueues, now: datetime, *lqs: tuple[str, str]) -> list[str]:
+    return [e.key[1] for e in queues.candidates("cq", lqs or (LQ,), now)]
+
+
+def band_of_equals(build: Build, queues: PendingQueues, count: int = 40) -> list[str]:
+    """``large`` (priority 200), ``count`` equal mediums (100, 5 CPUs, oldest first), ``small`` (50)."""
+    add(queues, build.workload("large", "20", priority=200, age=500))
+    names = [f"medium-{i:02d}" for i in range(count)]
+    for i, name in enumerate(names):
+        add(queues, build.workload(name, "5", priority=100, age=400 - i))
+    add(queues, build.workload("small", "1", priority=50, age=500))
+    return names
+
+
+def test_a_parked_kind_takes_its_whole_band_and_the_walk_goes_on_past_it(build: Build) -> None:
+    queues = PendingQueues({})
+    mediums = band_of_equals(build, queues)
+    queues.park(("default", mediums[0]), "cq")
+    assert walk(queues, build.now) == ["large", "small"]
+    assert all(queues.is_parked(("default", m), "cq") for m in mediums)
+    assert walk(queues, build.now) == ["large", "small"]  # and again, nothing was taken off
+    queues.mark_cluster_queues(["cq"])  # the tree changed: every parked Workload wakes
+    assert walk(queues, build.now) == ["large", *mediums, "small"]
+
+
+def test_a_band_parked_while_the_walk_is_in_it_is_left_at_once(build: Build) -> None:
+    """The cycle parks the band's head it was given: the rest of the band goes with it, in that walk.
+
+    (Where nothing was parked yet, the first cycle tells the head's equals why they wait instead: the
+    scheduler's tests, ``test_identical_workloads_that_do_not_fit_are_assigned_once_per_cycle``.)"""
+    queues = PendingQueues({})
+    mediums = band_of_equals(build, queues)
+    queues.park(("default", mediums[0]), "cq")
+    queues.mark_cluster_queues(["cq"])  # woken: the kind's mark is stale, the band is walked again
+    seen = []
+    for entry in queues.candidates("cq", (LQ,), build.now):
+        seen.append(entry.key[1])
+        if entry.key[1] == mediums[0]:
+            queues.park(entry.key, "cq")
+    assert seen == ["large", mediums[0], "small"]
+
+
+def test_a_band_of_several_shapes_is_walked_one_by_one(build: Build) -> None:
+    queues = PendingQueues({})
+    mediums = band_of_equals(build, queues)
+    add(queues, build.workload("medium-odd", "6", priority=100, age=300))
+    queues.park(("default", mediums[0]), "cq")
+    assert walk(queues, build.now) == ["large", "medium-odd", "small"]
+
+
+def test_an_equal_unparked_by_name_is_the_one_of_its_band_looked_at(build: Build) -> None:
+    queues = PendingQueues({})
+    mediums = band_of_equals(build, queues)
+    queues.park(("default", mediums[0]), "cq")
+    queues.unpark(("default", mediums[7]))
+    assert walk(queues, build.now) == ["large", mediums[7], "small"]
+
+
+def test_admissions_during_the_walk_shift_nothing(build: Build) -> None:
+    queues = PendingQueues({})
+    mediums = band_of_equals(build, queues, count=3)
+    seen = []
+    for entry in queues.candidates("cq", (LQ,), build.now):
+        seen.append(entry.key[1])
+        queues.set_pending(entry.key, None, quiet=False)  # admitted: it leaves the queue at once
+    assert seen == ["large", *mediums, "small"]
+
+
+def test_the_walk_merges_the_local_queues_of_its_cluster_queue_in_order(build: Build) -> None:
+    queues = PendingQueues({})
+    other = ("default", "other-queue")
+    add(queues, build.workload("a-high", "1", priority=10, age=5))
+    add(queues, build.workload("b-high", "1", priority=10, age=9, queue="other-queue"))
+    add(queues, build.workload("a-low", "2", priority=1, age=50))
+    add(queues, build.workload("b-low", "2", priority=1, age=40, queue="other-queue"))
+    add(queues, build.workload("b-low-2", "2", priority=1, age=30, queue="other-queue"))
+    assert walk(queues, build.now, LQ, other) == ["b-high", "a-high", "a-low", "b-low", "b-low-2"]
+    queues.park(("default", "a-low"), "cq")  # its kind is parked in both queues
+    assert walk(queues, build.now, LQ, other) == ["b-high", "a-high"]
+
+
+def test_a_workload_whose_shape_changes_moves_to_the_band_of_its_new_shape(build: Build) -> None:
+    queues = PendingQueues({})
+    mediums = band_of_equals(build, queues, count=3)
+    queues.park(("default", mediums[0]), "cq")
+    add(queues, build.workload(mediums[2], "6", priority=100, age=400 - 2))  # asks 6 CPUs now
+    assert walk(queues, build.now) == ["large", mediums[2], "small"]

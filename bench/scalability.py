@@ -384,7 +384,7 @@ def main() -> int:
                 waited = settle(args.settle) if args.settle is not None else None
                 print(
                     f"--- round {round_ + 1}: {system} (load {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
-                    + (f", after waiting {waited:.0f} s for it to settle" if waited else "") + ")",
+                    + (f", after waiting {waited:.0f} s for it to settle" if waited and waited >= 1 else "") + ")",
                     flush=True,
                 )  # fmt: skip
                 started = time.monotonic()

@@ -332,10 +332,10 @@ class PendingQueues:
         do not shift the walk (each queue is resumed after the last entry it
         gave, by bisection).
 
-        A priority band of a LocalQueue whose Workloads all have one shape,
-        that kind parked and none of them :meth:`unpark`-ed by name, is passed
-        over in one step (:meth:`_walk`): every Workload in it would be left
-        out. Before, a cycle stepped over every parked Workload of every
+        A priority band of a LocalQueue whose Workloads all have one shape and
+        whose kind is parked is passed over in one step (:meth:`_walk`): every
+        Workload in it would be left out but those :meth:`unpark`-ed by name,
+        which the walk still gives. Before, a cycle stepped over every parked Workload of every
         queue it looked at, each time: with a backlog of thousands (upstream's
         full scalability baseline) that walk was most of the scheduler's CPU,
         work that grew with the number of pending Workloads.

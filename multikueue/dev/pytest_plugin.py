@@ -20,11 +20,14 @@ stopped at the end of the session.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import random
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 from urllib.parse import urlparse
 
@@ -195,6 +198,25 @@ def reference_dir() -> Path:
     if not path.is_dir():
         pytest.fail(f"upstream reference data not found at {path}; the compatibility tests need ../shared beside the checkout")
     return path
+
+
+def bench_module(name: str) -> ModuleType:
+    """``bench/<name>.py`` of the checkout as a module, for the tests of a benchmark's pure parts.
+
+    Loaded once per session under its own name, with ``bench/`` on the path, as
+    the benches run (``_perf`` imports its sibling ``_dispatch_metrics``).
+    """
+    if (loaded := sys.modules.get(name)) is not None:
+        return loaded
+    bench = source_checkout() / "bench"
+    if str(bench) not in sys.path:
+        sys.path.append(str(bench))
+    spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass(frozen=True)

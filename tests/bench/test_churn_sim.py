@@ -11,31 +11,22 @@ in every gap.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import yaml
 
+from multikueue.dev.pytest_plugin import bench_module
+
 pytestmark = pytest.mark.unit
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("churn_sim", BENCH / "churn_sim.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("churn_sim", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def sim() -> ModuleType:
-    return _load()
+    return bench_module("churn_sim")
 
 
 def _run(sim: ModuleType, requeue_batch: float) -> object:

@@ -7,27 +7,14 @@ codes and scopes summed, the streaming verbs left out of the total.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
+
+from multikueue.dev.pytest_plugin import bench_module
 
 pytestmark = pytest.mark.unit
 
 
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "_dispatch_metrics.py"
-    spec = importlib.util.spec_from_file_location("_dispatch_metrics", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_dispatch_metrics", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-m = _load()
+m = bench_module("_dispatch_metrics")
 
 METRICS = """\
 # HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.

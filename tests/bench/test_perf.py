@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from multikueue.dev.pytest_plugin import bench_module
+
 pytestmark = pytest.mark.unit
 
 
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "_perf.py"
-    if str(path.parent) not in sys.path:
-        sys.path.append(str(path.parent))  # _perf imports its sibling _dispatch_metrics, as the benches run it
-    spec = importlib.util.spec_from_file_location("_perf", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_perf", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-perf = _load()
+perf = bench_module("_perf")
 
 SUMMARY = """\
 clusterQueueClasses:

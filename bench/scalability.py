@@ -64,6 +64,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import tenacity
 import yaml
 from _dispatch_metrics import delta, request_counts
 from _perf import (
@@ -92,6 +93,7 @@ from _perf import (
     write_kinds,
 )
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from multikueue.dev import upstream, wiring
 from multikueue.dev.binaries import Binaries, ensure_binaries
@@ -102,6 +104,8 @@ from multikueue.dev.pytest_plugin import free_base_port
 from _interrupt import interrupt_on_signals
 
 SYSTEMS = ("upstream", "upstream-raised", "ours")
+#: Workloads per list request after a run.
+LIST_PAGE = 500
 #: Named generators: (upstream's file, cohort count or None for the file's own).
 NAMED = {"baseline-1cohort": ("baseline", 1), "baseline": ("baseline", None), "large-scale": ("large-scale", None)}
 
@@ -156,11 +160,37 @@ def print_our_counts(log: Path) -> None:
     print('ours: no "controller stopped" line in its log', flush=True)
 
 
+def is_busy_answer(exc: BaseException) -> bool:
+    """An answer of an API server still catching up (timeout, throttling, unavailable): worth asking again."""
+    return isinstance(exc, ApiException) and exc.status in (429, 500, 503, 504)
+
+
 def list_workloads(api: client.ApiClient) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = client.CustomObjectsApi(api).list_cluster_custom_object(
-        "kueue.x-k8s.io", "v1beta2", "workloads"
-    )["items"]
-    return items
+    """Every Workload after a run, a page at a time, a page the API server is too busy for asked again.
+
+    Why pages and retries: after upstream's large-scale generator was cut
+    short, one list of every Workload took longer than the API server's
+    60 s and the bench stopped with a 504 instead of reporting the run.
+    """
+    objects = client.CustomObjectsApi(api)
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(is_busy_answer),
+            wait=tenacity.wait_exponential(multiplier=1, max=30),
+            stop=tenacity.stop_after_attempt(6),
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt:
+                page = objects.list_cluster_custom_object(
+                    "kueue.x-k8s.io", "v1beta2", "workloads", limit=LIST_PAGE, _continue=token
+                )
+        items.extend(page["items"])
+        token = page["metadata"].get("continue")
+        if not token:
+            return items
 
 
 def one_run(
@@ -176,6 +206,7 @@ def one_run(
     work: Path,
     audit: bool = True,
     runner_nice: int = 0,
+    runner_qps: float | None = None,
 ) -> Run:
     out = work / f"{index:02d}-{system}"
     out.mkdir(parents=True, exist_ok=True)
@@ -218,7 +249,8 @@ def one_run(
         with (out / "runner.log").open("w") as log:
             process = subprocess.Popen(
                 [*(("nice", "-n", str(runner_nice)) if runner_nice else ()),
-                 str(runner), "-o", str(out), "-generatorConfig", str(generator_file), "-timeout", timeout],
+                 str(runner), "-o", str(out), "-generatorConfig", str(generator_file), "-timeout", timeout,
+                 *(("-qps", f"{runner_qps:g}", "-burst", str(round(2 * runner_qps))) if runner_qps else ())],
                 # The runner's test helpers look for the Kueue checkout (PROJECT_DIR/.. or a Makefile above the cwd).
                 cwd=source.root,
                 env={**os.environ, "KUBECONFIG": str(clusters.manager.kubeconfig_path)},
@@ -237,7 +269,12 @@ def one_run(
         cpu_after, peak = proc_stat(pid)
         api_after, _ = proc_stat(apiserver.pid)
         requests = delta(requests_before, request_counts(api))
-        workloads = list_workloads(api)
+        try:
+            workloads = list_workloads(api)
+        except ApiException as exc:
+            print(f"{system}: could not list the Workloads after the run ({exc.status} {exc.reason}): "
+                  "no eviction reasons for this run", flush=True)
+            workloads = []
         stop_s = controller.stop()
     finally:
         controller.stop()
@@ -267,6 +304,8 @@ def one_run(
     )
     run.runner_cpu_s = usage.ru_utime + usage.ru_stime
     run.runner_nice = runner_nice
+    if runner_qps:
+        run.extra["runner qps"] = runner_qps
     if audit and (out / "audit.log").is_file():  # written by the apiserver as it stopped (batch mode)
         with (out / "audit.log").open(errors="replace") as lines:
             writes = audit_writes(lines)
@@ -320,6 +359,13 @@ def main() -> int:
         "on a small machine, so that the instrument is not the one kept waiting; the same for every system)",
     )  # fmt: skip
     parser.add_argument(
+        "--runner-qps", type=float, metavar="QPS",
+        help="limit upstream's runner's client to QPS (burst twice that; the same for every system). Without it the "
+        "runner creates every queue's Workloads at once, as upstream's own make targets run it; with upstream's "
+        "large-scale generator (1,000 ClusterQueues) on two cores one of its creations then outlived the API "
+        "server's 60 s request timeout in a run of ours, which ends the runner",
+    )  # fmt: skip
+    parser.add_argument(
         "--settle", type=float, metavar="LOAD",
         help="before each run wait (at most 5 min) until the 1-minute load average is at most LOAD: a run started "
         "right after another one inherits its load, and single runs then disagree more than the effects looked for",
@@ -356,7 +402,8 @@ def main() -> int:
         f"upstream = minimalkueue {upstream.VERSION} as shipped (client {SHIPPED_LIMIT[0]} QPS / burst {SHIPPED_LIMIT[1]}); "
         f"upstream-raised = the same with that hard-coded limit raised to {RAISED_LIMIT[0]} QPS / burst {RAISED_LIMIT[1]} "
         "(a copy of its main.go with those two numbers changed, go build -overlay)"
-        + (f"; the runner under nice -n {args.runner_nice}" if args.runner_nice else ""),
+        + (f"; the runner under nice -n {args.runner_nice}" if args.runner_nice else "")
+        + (f"; the runner's client limited to {args.runner_qps:g} QPS" if args.runner_qps else ""),
         flush=True,
     )
     for system in ("upstream", "upstream-raised"):
@@ -392,7 +439,7 @@ def main() -> int:
                     run = one_run(
                         system, index, source=source, runner=runner, binary=builds[system], binaries=binaries,
                         generator_file=generator_file, timeout=args.timeout, work=work, audit=not args.no_audit,
-                        runner_nice=args.runner_nice,
+                        runner_nice=args.runner_nice, runner_qps=args.runner_qps,
                     )  # fmt: skip
                 except RuntimeError as exc:
                     print(f"{system}: {exc}", flush=True)

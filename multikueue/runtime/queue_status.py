@@ -23,7 +23,7 @@ from multikueue.api.meta import Condition, find_condition
 from multikueue.api.clusterqueue import ClusterQueue, ClusterQueueStatus
 from multikueue.api.localqueue import LocalQueueStatus
 from multikueue.api.quantity import parse_quantity
-from multikueue.core.cache import Cache, ClusterQueueStatusView, PendingWorkload, QueueStatusView
+from multikueue.core.cache import Cache, ClusterQueueStatusView, QueueStatusView
 from multikueue.runtime import metrics
 from multikueue.runtime.kube import AsyncKube
 from multikueue.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
@@ -49,24 +49,10 @@ def _comparable(status: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _inadmissible(entry: PendingWorkload, now: datetime) -> bool:
-    """Upstream parks a Workload as inadmissible once it was tried and did not fit, until something changes.
-
-    Here: the scheduler wrote why it waits (``QuotaReserved=False``, also
-    written on eviction), its requests cannot be counted, or it is in
-    requeue backoff. The rest have not been tried since they were queued.
-    """
-    return entry.condition is not None or entry.invalid is not None or (
-        entry.requeue_at is not None and entry.requeue_at > now
-    )
-
-
 def _queue_samples(cache: Cache, cq: ClusterQueue, view: ClusterQueueStatusView, now: datetime) -> list[metrics.Sample]:
     """The queue gauges of one ClusterQueue, from the cache (no API call)."""
     name = cq.metadata.name or ""
-    inadmissible = sum(
-        _inadmissible(entry, now) for lq in cache.local_queues_of(name) for entry in cache.pending_in_local_queue(lq)
-    )
+    inadmissible = sum(cache.inadmissible_in_local_queue(lq, now) for lq in cache.local_queues_of(name))
     state = cache.cluster_queue_state(name)
     quotas = state.node.quotas if state is not None else {}
 

@@ -189,3 +189,14 @@ def test_copy_tree_is_independent_of_the_original() -> None:
     remove_usage(b_copy, CPU, D(7))
     assert b.usage[CPU] == 7 and root.usage[CPU] == 7  # the original is untouched
     assert available(a_copy, CPU) == 10 and available(a, CPU) == 3
+
+
+def test_a_copy_keeps_the_quotas_it_was_made_with() -> None:
+    """The copy shares the quota maps, which the live tree replaces rather than changes."""
+    a, b = queue("a", 5), queue("b", 5)
+    root = cohort(a, b)
+    a_copy = copy_tree(a)
+    a.quotas = {CPU: ResourceQuota(D(8), None, None)}
+    refresh_tree(root)
+    assert available(a, CPU) == 13
+    assert available(a_copy, CPU) == 10 and a_copy.subtree_quota[CPU] == 5

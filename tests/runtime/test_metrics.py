@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -294,20 +293,6 @@ def test_our_metrics_never_take_upstreams_prefixes() -> None:
     assert {n for n in names if not n.startswith("mkpy_")} == upstream
     labelled = [f for f in metrics.REGISTRY.collect() if not f.name.startswith("mkpy_")]
     assert all("replica_role" in s.labels for f in labelled for s in f.samples), "replica_role on every upstream-named series"
-
-
-def test_pending_split_in_queue_status() -> None:
-    """The queue-status sync counts a pending Workload inadmissible once the scheduler said why it waits."""
-    from multikueue.runtime.queue_status import _inadmissible
-
-    def entry(condition: Any = None, invalid: Any = None, requeue_at: Any = None) -> Any:
-        return SimpleNamespace(condition=condition, invalid=invalid, requeue_at=requeue_at)
-
-    assert not _inadmissible(entry(), NOW)
-    assert _inadmissible(entry(condition=("Pending", "insufficient quota")), NOW)
-    assert _inadmissible(entry(invalid="bad quantity"), NOW)
-    assert _inadmissible(entry(requeue_at=NOW + timedelta(seconds=5)), NOW)
-    assert not _inadmissible(entry(requeue_at=NOW - timedelta(seconds=5)), NOW)
 
 
 def test_a_reservation_admitted_at_once_is_not_kept_for_dispatch_timing() -> None:

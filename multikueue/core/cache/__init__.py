@@ -445,6 +445,11 @@ class Cache:
         """Pending Workloads naming this LocalQueue (which may not exist), in queue order."""
         return self._queues.pending_in_local_queue(key)
 
+    def inadmissible_in_local_queue(self, key: LocalQueueKey, now: datetime) -> int:
+        """How many of them upstream would count as inadmissible (see :meth:`PendingQueues.inadmissible_count
+        <multikueue.core.cache.queues.PendingQueues.inadmissible_count>`)."""
+        return self._queues.inadmissible_count(key, now)
+
     def workloads_items(self) -> list[tuple[WorkloadKey, Workload]]:
         """Every Workload in the cache (a snapshot list, safe to iterate while the cache changes)."""
         return self._store.workloads_items()

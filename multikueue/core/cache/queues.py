@@ -23,6 +23,7 @@ from functools import cached_property
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import TypeVar
 
 from multikueue.api.constants import ConditionStatus, Labels, WorkloadConditionType
 from multikueue.api.workload import Admission, PriorityClassKind, Workload
@@ -34,6 +35,7 @@ from multikueue.core.resources import Requests, add, pod_spec_errors
 __all__ = ["REQUEUE_BATCH", "DirtyQueues", "PendingQueues", "PendingWorkload"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_K = TypeVar("_K")
 
 #: How long after a Workload gives quota back its tree's parked Workloads wake (upstream's
 #: ``requeueBatchPeriod``, see :meth:`PendingQueues.mark_cluster_queues`).
@@ -135,7 +137,12 @@ class _Park:
     for_victims: bool = False
 
 
-def _decrement(counts: dict[str, int], name: str) -> None:
+def _tried(entry: PendingWorkload) -> bool:
+    """Whether the scheduler told the Workload why it waits, or cannot count what it asks."""
+    return entry.condition is not None or entry.invalid is not None
+
+
+def _decrement(counts: dict[_K, int], name: _K) -> None:
     left = counts[name] - 1
     if left:
         counts[name] = left
@@ -174,6 +181,10 @@ class PendingQueues:
         #: shape whose kind is parked is passed over in one step by :meth:`candidates`.
         self._bands: dict[LocalQueueKey, dict[int, dict[str, int]]] = {}
         self._lqs_by_namespace: dict[str, set[LocalQueueKey]] = {}
+        #: Per LocalQueue, how many of its Workloads were tried (see :meth:`inadmissible_count`), and those
+        #: not tried that back off (whether they still do depends on the time asked about).
+        self._tried: dict[LocalQueueKey, int] = {}
+        self._backing_off: dict[LocalQueueKey, set[WorkloadKey]] = {}
         self._by_priority_class: dict[str, set[WorkloadKey]] = {}
         self._backoff: list[tuple[datetime, WorkloadKey]] = []
         self._assumed: dict[WorkloadKey, Admission] = {}
@@ -306,9 +317,20 @@ class PendingQueues:
         self._pending[entry.key] = entry
         if entry.priority_class is not None:
             self._by_priority_class.setdefault(entry.priority_class, set()).add(entry.key)
+        if _tried(entry):
+            self._tried[entry.local_queue] = self._tried.get(entry.local_queue, 0) + 1
+        elif entry.requeue_at is not None:
+            self._backing_off.setdefault(entry.local_queue, set()).add(entry.key)
 
     def _unindex(self, entry: PendingWorkload) -> None:
         del self._pending[entry.key]
+        if _tried(entry):
+            _decrement(self._tried, entry.local_queue)
+        elif entry.requeue_at is not None:
+            keys = self._backing_off[entry.local_queue]
+            keys.discard(entry.key)
+            if not keys:
+                del self._backing_off[entry.local_queue]
         if entry.priority_class is not None:
             keys = self._by_priority_class.get(entry.priority_class)
             if keys is not None:
@@ -417,6 +439,23 @@ class PendingQueues:
     def pending_count(self, key: LocalQueueKey) -> int:
         """How many Workloads wait in this LocalQueue."""
         return len(self._ordered.get(key, ()))
+
+    def inadmissible_count(self, key: LocalQueueKey, now: datetime) -> int:
+        """How many of the LocalQueue's Workloads upstream would count as inadmissible at ``now``.
+
+        Upstream parks a Workload as inadmissible once it was tried and did
+        not fit, until something changes. Here: the scheduler wrote why it
+        waits (``QuotaReserved=False``, also written on eviction), or its
+        requests cannot be counted, or it is in requeue backoff; the rest
+        have not been tried since they were queued. Counted as entries
+        change, so the queue gauges read every queue each second without a
+        pass over every pending Workload (with upstream's large-scale
+        generator, 50,000 of them, that pass was a tenth of the controller's CPU).
+        """
+        backing_off = sum(
+            1 for k in self._backing_off.get(key, ()) if (at := self._pending[k].requeue_at) is not None and at > now
+        )
+        return self._tried.get(key, 0) + backing_off
 
     def with_priority_class(self, name: str) -> list[WorkloadKey]:
         """Pending Workloads whose priority comes from this WorkloadPriorityClass (a snapshot list)."""

@@ -234,3 +234,27 @@ def test_a_workload_whose_shape_changes_moves_to_the_band_of_its_new_shape(build
     queues.park(("default", mediums[0]), "cq")
     add(queues, build.workload(mediums[2], "6", priority=100, age=400 - 2))  # asks 6 CPUs now
     assert walk(queues, build.now) == ["large", mediums[2], "small"]
+
+
+def test_inadmissible_count_follows_the_entries(build: Build) -> None:
+    """A LocalQueue's Workloads tried (told why they wait, or not countable) or backing off, counted as entries change."""
+    queues = PendingQueues({})
+    waits = build.condition("QuotaReserved", "False", "Pending", "no room")
+    later = build.now + timedelta(seconds=5)
+    add(queues, build.workload("new"))
+    add(queues, build.workload("told", conditions=[waits]))
+    add(queues, build.workload("bad", cpu="lots"))
+    add(queues, build.workload("backing-off", requeueState={"requeueAt": later.isoformat()}))
+    add(queues, build.workload("elsewhere", queue="other", conditions=[waits]))
+    assert queues.inadmissible_count(LQ, build.now) == 3
+    assert queues.inadmissible_count(LQ, later) == 2, "the backoff is over"
+    assert queues.inadmissible_count(("default", "other"), build.now) == 1
+    assert queues.inadmissible_count(("default", "missing"), build.now) == 0
+
+    add(queues, build.workload("new", conditions=[waits]))  # told why it waits
+    queues.set_pending(("default", "told"), None, quiet=False)  # admitted
+    queues.set_pending(("default", "backing-off"), None, quiet=False)
+    assert queues.inadmissible_count(LQ, build.now) == 2
+    queues.set_pending(("default", "new"), None, quiet=False)
+    queues.set_pending(("default", "bad"), None, quiet=False)
+    assert queues.inadmissible_count(LQ, build.now) == 0

@@ -97,8 +97,9 @@ class QuotaNode:
     ``usage`` of a leaf is the ClusterQueue's own usage; of a cohort, what
     its children take from it. ``subtree_quota`` is kept current by
     :func:`refresh_tree`. ``quotas`` and ``subtree_quota`` are replaced when
-    they change, never changed in place: :func:`copy_tree` shares them. ``weight`` is the object's ``fairSharing.weight``
-    (1 when unset), read only by :mod:`multikueue.core.fairsharing`.
+    they change, never changed in place: :func:`copy_tree` shares them.
+    ``weight`` is the object's ``fairSharing.weight`` (1 when unset), read
+    only by :mod:`multikueue.core.fairsharing`.
     """
 
     __slots__ = ("children", "is_cohort", "name", "parent", "quotas", "subtree_quota", "usage", "weight")

@@ -177,13 +177,13 @@ def list_workloads(api: client.ApiClient) -> list[dict[str, Any]]:
     objects = client.CustomObjectsApi(api)
     items: list[dict[str, Any]] = []
     token: str | None = None
+    retrying = tenacity.Retrying(  # each iteration over it starts over: one per page
+        retry=tenacity.retry_if_exception(is_busy_answer),
+        wait=tenacity.wait_exponential(multiplier=1, max=30),
+        stop=tenacity.stop_after_attempt(6),
+        reraise=True,
+    )
     while True:
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(is_busy_answer),
-            wait=tenacity.wait_exponential(multiplier=1, max=30),
-            stop=tenacity.stop_after_attempt(6),
-            reraise=True,
-        )
         for attempt in retrying:
             with attempt:
                 page = objects.list_cluster_custom_object(

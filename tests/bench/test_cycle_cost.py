@@ -15,6 +15,7 @@ from multikueue.dev.pytest_plugin import bench_module
 
 pytestmark = pytest.mark.unit
 
+
 def test_the_benchmark_times_cycles_over_a_parked_backlog() -> None:
     cycle_cost = bench_module("cycle_cost")
     median, p90 = cycle_cost.cycle_cost(backlog=200, events=5)

@@ -7,7 +7,8 @@
 Configuration's ``fairSharing.preemptionStrategies``, same output
 (:class:`~multikueue.core.preemption.PreemptionPlan`, victims with upstream's
 reasons and messages) and the same contract with the scheduler. The
-simulation runs on a copy of the quota tree.
+simulation changes the live quota tree's usage and puts it back
+(:class:`~multikueue.core.preemption.Simulation`).
 
 Behaviour reference: upstream Kueue's ``fairPreemptions``
 (``pkg/scheduler/preemption/preemption.go``) and
@@ -73,7 +74,7 @@ from multikueue.core.preemption import (
     cluster_queue_path,
     satisfies_policy,
 )
-from multikueue.core.quota import ZERO, QuotaNode, add_usage, remove_usage, root_of
+from multikueue.core.quota import ZERO, QuotaNode, root_of
 
 __all__ = ["plan_fair_preemption", "strategy_passes"]
 
@@ -120,12 +121,10 @@ class _Search:
     # --- usage of the preemptor and of the victims ------------------------------------------------
 
     def add_preemptor(self) -> None:
-        for fr, amount in self.sim.preemptor.usage.items():
-            add_usage(self.preemptor_node, fr, amount)
+        self.sim.add_usage(self.preemptor_node, self.sim.preemptor.usage)
 
     def remove_preemptor(self) -> None:
-        for fr, amount in self.sim.preemptor.usage.items():
-            remove_usage(self.preemptor_node, fr, amount)
+        self.sim.remove_usage(self.preemptor_node, self.sim.preemptor.usage)
 
     def fits(self) -> bool:
         """Upstream's ``workloadFitsForFairSharing``: the preemptor fits (borrowing allowed) without its own usage."""
@@ -341,35 +340,35 @@ def plan_fair_preemption(
     strategies: Sequence[PreemptionStrategy] = DEFAULT_PREEMPTION_STRATEGIES,
 ) -> PreemptionPlan:
     """Decide which admitted Workloads to preempt under fair sharing (see the module docstring)."""
-    sim = Simulation.build(preemptor, ctx)
-    if sim.fits(allow_borrowing=True):
-        return PreemptionPlan(Outcome.FITS)
-    candidates = _candidates(sim, ctx)
-    if not candidates:
-        return PreemptionPlan(Outcome.NO_CANDIDATES, message=NO_CANDIDATES_MESSAGE)
-    strategies = tuple(strategies) or DEFAULT_PREEMPTION_STRATEGIES
-    search = _Search(sim, _by_queue(candidates), ctx.now)
-    search.add_preemptor()
-    fits, retry = _first_strategy(search, strategies[0])
-    if not fits and len(strategies) > 1:
-        fits = _second_strategy(search, retry)
-    search.remove_preemptor()
-    if not fits:
-        return PreemptionPlan(Outcome.NOT_ENOUGH_CANDIDATES, message=NOT_ENOUGH_CANDIDATES_MESSAGE)
-    chosen = _fill_back(search)
-    preemptor_path = cluster_queue_path(sim.node)
-    victims = tuple(
-        Victim(
-            workload=t.workload,
-            reason=t.reason,
-            message=PREEMPTED_MESSAGE.format(
-                uid=preemptor.uid or _UNKNOWN,
-                job_uid=preemptor.job_uid or _UNKNOWN,
-                reason=HUMAN_READABLE_REASONS[t.reason],
-                preemptor_path=preemptor_path,
-                preemptee_path=cluster_queue_path(sim.queues[t.workload.cluster_queue]),
-            ),
+    with Simulation.open(preemptor, ctx) as sim:
+        if sim.fits(allow_borrowing=True):
+            return PreemptionPlan(Outcome.FITS)
+        candidates = _candidates(sim, ctx)
+        if not candidates:
+            return PreemptionPlan(Outcome.NO_CANDIDATES, message=NO_CANDIDATES_MESSAGE)
+        strategies = tuple(strategies) or DEFAULT_PREEMPTION_STRATEGIES
+        search = _Search(sim, _by_queue(candidates), ctx.now)
+        search.add_preemptor()
+        fits, retry = _first_strategy(search, strategies[0])
+        if not fits and len(strategies) > 1:
+            fits = _second_strategy(search, retry)
+        search.remove_preemptor()
+        if not fits:
+            return PreemptionPlan(Outcome.NOT_ENOUGH_CANDIDATES, message=NOT_ENOUGH_CANDIDATES_MESSAGE)
+        chosen = _fill_back(search)
+        preemptor_path = cluster_queue_path(sim.node)
+        victims = tuple(
+            Victim(
+                workload=t.workload,
+                reason=t.reason,
+                message=PREEMPTED_MESSAGE.format(
+                    uid=preemptor.uid or _UNKNOWN,
+                    job_uid=preemptor.job_uid or _UNKNOWN,
+                    reason=HUMAN_READABLE_REASONS[t.reason],
+                    preemptor_path=preemptor_path,
+                    preemptee_path=cluster_queue_path(sim.queues[t.workload.cluster_queue]),
+                ),
+            )
+            for t in chosen
         )
-        for t in chosen
-    )
-    return PreemptionPlan(Outcome.PREEMPT, victims)
+        return PreemptionPlan(Outcome.PREEMPT, victims)

@@ -52,7 +52,6 @@ __all__ = [
     "add_usage",
     "available",
     "borrows",
-    "copy_tree",
     "guaranteed",
     "leaves",
     "potential_available",
@@ -96,8 +95,7 @@ class QuotaNode:
 
     ``usage`` of a leaf is the ClusterQueue's own usage; of a cohort, what
     its children take from it. ``subtree_quota`` is kept current by
-    :func:`refresh_tree`. ``quotas`` and ``subtree_quota`` are replaced when
-    they change, never changed in place: :func:`copy_tree` shares them.
+    :func:`refresh_tree`.
     ``weight`` is the object's ``fairSharing.weight`` (1 when unset), read
     only by :mod:`multikueue.core.fairsharing`.
     """
@@ -213,38 +211,6 @@ def leaves(node: QuotaNode) -> Iterator[QuotaNode]:
         return
     for child in node.children:
         yield from leaves(child)
-
-
-def copy_tree(node: QuotaNode) -> QuotaNode:
-    """A copy of the whole tree ``node`` is in (quotas, usage, shape); returns the copy of ``node``.
-
-    For what-if simulations (preemption removes and adds back usage) that
-    must not touch the live tree the cache keeps.
-    """
-    copies: dict[int, QuotaNode] = {}
-
-    def clone(original: QuotaNode, parent: QuotaNode | None) -> None:
-        # Only usage is copied: quotas and subtree quotas are shared, as they are replaced and never changed in
-        # place (see QuotaNode), and a simulation changes usage only. Why: a preemption plan copies its whole
-        # tree, and with upstream's large-scale generator (cohorts of 100 ClusterQueues) copying three maps per
-        # node was a third of the controller's CPU.
-        twin = QuotaNode.__new__(QuotaNode)
-        twin.name = original.name
-        twin.weight = original.weight
-        twin.is_cohort = original.is_cohort
-        twin.quotas = original.quotas
-        twin.subtree_quota = original.subtree_quota
-        twin.usage = dict(original.usage)
-        twin.parent = parent
-        twin.children = []
-        if parent is not None:
-            parent.children.append(twin)
-        copies[id(original)] = twin
-        for child in original.children:
-            clone(child, twin)
-
-    clone(root_of(node), None)
-    return copies[id(node)]
 
 
 def refresh_tree(node: QuotaNode) -> None:

@@ -25,7 +25,7 @@ from multikueue.api.clusterqueue import ClusterQueuePreemption
 from multikueue.api.configuration import PreemptionStrategy
 from multikueue.core.fairpreemption import plan_fair_preemption
 from multikueue.core.preemption import AdmittedWorkload, Outcome, PreemptionContext, PreemptionPlan, Preemptor
-from multikueue.core.quota import QuotaNode, ResourceQuota, add_usage, available, refresh_tree
+from multikueue.core.quota import FlavorResource, QuotaNode, ResourceQuota, add_usage, available, refresh_tree
 
 pytestmark = pytest.mark.unit
 
@@ -415,7 +415,7 @@ def test_strategies_are_tried_in_order_and_the_second_gets_the_skipped_candidate
 
 
 def test_the_live_tree_is_not_modified() -> None:
-    """The plan is simulated on a copy: the tree passed in keeps its usage."""
+    """The plan is simulated on the tree passed in, which keeps its usage once the plan returns."""
     world = base_world()
     run(world, "a", 1, units("a", 3) + units("b", 5) + units("c", 1))
     assert {name: node.usage.get(CPU) for name, node in world.queues.items()} == {
@@ -466,13 +466,19 @@ def test_victims_make_room_and_every_victim_is_needed(
 
     workloads = [wl(f"w{i}", cq, amount, prio) for i, (cq, amount, prio) in enumerate(generated)]
     live, admitted = admit(workloads)
-    before = {name: dict(node.usage) for name, node in live.queues.items()}
+    cohort = live.queues[target].parent
+    assert cohort is not None
+
+    def usage() -> dict[str, dict[FlavorResource, Decimal]]:
+        return {name: dict(node.usage) for name, node in live.queues.items()} | {"(cohort)": dict(cohort.usage)}
+
+    before = usage()
     preemptor = Preemptor(
         key=("", "incoming"), cluster_queue=target, priority=priority, queued_at=NOW, usage={CPU: D(request)},
         needs_preemption=frozenset({CPU}),
     )
     plan = plan_fair_preemption(preemptor, PreemptionContext(live.queues[target], BASE_POLICY, admitted, NOW), strategies)
-    assert {name: dict(node.usage) for name, node in live.queues.items()} == before
+    assert usage() == before
     if plan.outcome != Outcome.PREEMPT:
         assert plan.victims == ()
         assert (plan.outcome == Outcome.FITS) == fits(live)

@@ -28,6 +28,7 @@ from multikueue.core.preemption import (
     PreemptionContext,
     PreemptionPlan,
     Preemptor,
+    Simulation,
     cluster_queue_path,
     may_find_candidates,
     plan_preemption,
@@ -658,6 +659,30 @@ def test_the_live_quota_tree_is_not_modified() -> None:
     assert queues["c1"].parent is cohort and [c.name for c in cohort.children] == ["c1", "c2"]
 
 
+def _usage_everywhere(queues: Mapping[str, QuotaNode]) -> dict[str, dict[FlavorResource, Decimal]]:
+    """Every node's usage map (absent entries stay absent), by node name, over the trees of ``queues``."""
+    found: dict[str, dict[FlavorResource, Decimal]] = {}
+    for node in queues.values():
+        walk: QuotaNode | None = node
+        while walk is not None:
+            found[walk.name] = dict(walk.usage)
+            walk = walk.parent
+    return found
+
+
+def test_a_simulation_puts_the_tree_back_when_the_plan_fails() -> None:
+    """The usage is restored on the way out of the block, an exception included."""
+    queues, admitted = _admit([wl("c1-low", "c1", {CPU: 3}, -1), wl("c2-low", "c2", {CPU: 9}, -1)])
+    before = _usage_everywhere(queues)
+    ctx = PreemptionContext(queues["c1"], CLUSTER_QUEUES["c1"][2], admitted, NOW)
+    with pytest.raises(RuntimeError), Simulation.open(incoming("c1", {CPU: 4}), ctx) as sim:
+        sim.remove(admitted[1])
+        sim.add_usage(queues["c1"], {MEM: D(1)})  # a pair with no entry anywhere before
+        assert queues["c2"].usage[CPU] == 0 and queues["c1"].usage[MEM] == 1
+        raise RuntimeError("the plan failed half-way")
+    assert _usage_everywhere(queues) == before and MEM not in queues["c1"].usage
+
+
 def test_needs_preemption_defaults_to_the_pairs_that_do_not_fit() -> None:
     queues = build_world()
     add_usage(queues["standalone"], CPU, D(5))
@@ -756,9 +781,11 @@ def test_victims_make_room_and_every_victim_is_needed(
         for i, (cq, amount, prio) in enumerate(generated)
     ]
     queues, admitted = _admit(workloads)
+    before = _usage_everywhere(queues)
     preemptor = incoming(target, {CPU: request}, priority)
     ctx = PreemptionContext(queues[target], CLUSTER_QUEUES[target][2], admitted, NOW)
     plan = plan_preemption(preemptor, ctx)
+    assert _usage_everywhere(queues) == before  # the simulation put back every entry it changed, and only those
     if plan.outcome != Outcome.PREEMPT:
         assert plan.victims == () and plan.message != "" or plan.outcome == Outcome.FITS
         assert (plan.outcome == Outcome.FITS) == _fits(queues, preemptor)

@@ -13,7 +13,6 @@ from multikueue.core.quota import (
     add_usage,
     available,
     borrows,
-    copy_tree,
     guaranteed,
     potential_available,
     quotas_from_groups,
@@ -174,29 +173,3 @@ def test_quotas_from_cluster_queue_groups() -> None:
     quotas = quotas_from_groups(cq.spec.resource_groups)
     assert quotas[CPU] == ResourceQuota(D(9), D(1), None)
     assert quotas[("default-flavor", "memory")] == ResourceQuota(D(36 * 2**30), None, D(4 * 2**30))
-
-
-def test_copy_tree_is_independent_of_the_original() -> None:
-    a, b = queue("a", 5, lending=2), queue("b", 5)
-    root = cohort(a, b)
-    add_usage(b, CPU, D(7))
-    a_copy = copy_tree(a)
-    assert a_copy is not a and a_copy.name == "a" and a_copy.parent is not None
-    root_copy = a_copy.parent
-    assert root_copy.name == root.name and [c.name for c in root_copy.children] == ["a", "b"]
-    assert available(a_copy, CPU) == available(a, CPU)
-    b_copy = root_copy.children[1]
-    remove_usage(b_copy, CPU, D(7))
-    assert b.usage[CPU] == 7 and root.usage[CPU] == 7  # the original is untouched
-    assert available(a_copy, CPU) == 10 and available(a, CPU) == 3
-
-
-def test_a_copy_keeps_the_quotas_it_was_made_with() -> None:
-    """The copy shares the quota maps, which the live tree replaces rather than changes."""
-    a, b = queue("a", 5), queue("b", 5)
-    root = cohort(a, b)
-    a_copy = copy_tree(a)
-    a.quotas = {CPU: ResourceQuota(D(8), None, None)}
-    refresh_tree(root)
-    assert available(a, CPU) == 13
-    assert available(a_copy, CPU) == 10 and a_copy.subtree_quota[CPU] == 5

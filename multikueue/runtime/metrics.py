@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -224,8 +224,11 @@ _QUEUE_GAUGES: tuple[Gauge, ...] = (
 # --- replica role ---------------------------------------------------------------------------------
 
 _role = ROLE_STANDALONE
-#: Label sets this process set on each queue gauge at the last report, to drop those no longer reported.
-_reported: dict[str, set[tuple[str, ...]]] = {}
+#: Per ClusterQueue, the queue gauge series this process set for it (label values with the role) and their
+#: values: a report sets only the values that changed and drops the series no longer reported.
+_reported: dict[str, dict[tuple[Gauge, tuple[str, ...]], float]] = {}
+#: Grows each time the queue gauges are cleared (a role change): reporters of changes only report all again.
+_gauges_epoch = 0
 
 
 def quota_release_summary(histogram: Histogram = QUOTA_RELEASE_DELAY) -> dict[str, Any]:
@@ -257,13 +260,14 @@ def replica_role() -> str:
 
 def set_replica_role(role: str) -> None:
     """Say what this replica is; a change drops the queue gauges reported under the previous role."""
-    global _role
+    global _role, _gauges_epoch
     if role == _role:
         return
     _role = role
     for gauge in _QUEUE_GAUGES:
         gauge.clear()
     _reported.clear()
+    _gauges_epoch += 1
 
 
 T = TypeVar("T")
@@ -513,27 +517,42 @@ def cluster_queue_samples(
     return samples
 
 
-def report_queue_gauges(samples: Sequence[Sample]) -> None:
-    """Set the queue gauges to ``samples`` (all ClusterQueues at once) and drop the series no longer in them.
+def queue_gauges_epoch() -> int:
+    """Grows when the queue gauges were cleared: a reporter that sends only what changed sends all again."""
+    return _gauges_epoch
 
-    Set first, then drop: a scrape in between sees every queue, never none
-    (the HTTP server answers from its own thread).
+
+def report_queue_gauges(queue: str, samples: Sequence[Sample]) -> None:
+    """Set the queue gauges of ClusterQueue ``queue`` to ``samples`` and drop its series no longer in them.
+
+    Only values that changed are set (with 1,000 ClusterQueues, a dozen
+    series each, setting every value every second was a tenth of the
+    controller's CPU). Set first, then drop: a scrape in between sees the
+    queue, never a gap (the HTTP server answers from its own thread).
     """
-    wanted: dict[str, set[tuple[str, ...]]] = {}
+    before = _reported.get(queue, {})
+    now: dict[tuple[Gauge, tuple[str, ...]], float] = {}
     for sample in samples:
-        labels = (*sample.labels, _role)
-        sample.gauge.labels(*labels).set(sample.value)
-        name = sample.gauge._name  # noqa: SLF001 - prometheus_client has no public name accessor
-        wanted.setdefault(name, set()).add(labels)
-    for gauge in _QUEUE_GAUGES:
-        name = gauge._name  # noqa: SLF001
-        for labels in _reported.get(name, set()) - wanted.get(name, set()):
-            try:
-                gauge.remove(*labels)
-            except KeyError:
-                pass
-    _reported.clear()
-    _reported.update(wanted)
+        series = (sample.gauge, (*sample.labels, _role))
+        now[series] = sample.value
+        if before.get(series) != sample.value:
+            sample.gauge.labels(*series[1]).set(sample.value)
+    _drop(before.keys() - now.keys())
+    _reported[queue] = now
+
+
+def keep_queue_gauges(queues: Collection[str]) -> None:
+    """Drop the queue gauges of every ClusterQueue not in ``queues`` (deleted ones)."""
+    for queue in _reported.keys() - set(queues):
+        _drop(_reported.pop(queue).keys())
+
+
+def _drop(series: Iterable[tuple[Gauge, tuple[str, ...]]]) -> None:
+    for gauge, labels in series:
+        try:
+            gauge.remove(*labels)
+        except KeyError:
+            pass
 
 
 def serve(port: int) -> None:

@@ -136,7 +136,7 @@ def report(cq: str, **kw: Any) -> None:
     args: dict[str, Any] = dict(cohort="", status=metrics.CQ_ACTIVE, pending_active=0, pending_inadmissible=0,
                                 reserving=0, admitted=0, quotas=[quota()])  # fmt: skip
     args.update(kw)
-    metrics.report_queue_gauges(metrics.cluster_queue_samples(cq, **args))
+    metrics.report_queue_gauges(cq, metrics.cluster_queue_samples(cq, **args))
 
 
 def test_queue_gauges_have_upstreams_labels_and_values() -> None:
@@ -163,10 +163,8 @@ def test_weighted_share_is_reported_only_with_fair_sharing() -> None:
     shared, plain = unique("cq"), unique("cq")
     base: dict[str, Any] = dict(status=metrics.CQ_ACTIVE, pending_active=0, pending_inadmissible=0, reserving=0,
                                 admitted=0, quotas=[quota()])  # fmt: skip
-    metrics.report_queue_gauges(
-        metrics.cluster_queue_samples(shared, cohort="team", weighted_share=250.0, **base)
-        + metrics.cluster_queue_samples(plain, cohort="", **base)
-    )
+    metrics.report_queue_gauges(shared, metrics.cluster_queue_samples(shared, cohort="team", weighted_share=250.0, **base))
+    metrics.report_queue_gauges(plain, metrics.cluster_queue_samples(plain, cohort="", **base))
     assert value("kueue_cluster_queue_weighted_share", cluster_queue=shared, cohort="team", replica_role="standalone") == 250
     assert series("kueue_cluster_queue_weighted_share", cluster_queue=plain) == []
 
@@ -182,13 +180,10 @@ def test_the_view_carries_the_precise_share_for_the_metric() -> None:
 
 def test_a_queue_or_flavor_no_longer_reported_loses_its_series() -> None:
     gone, kept = unique("cq"), unique("cq")
-    metrics.report_queue_gauges(
-        metrics.cluster_queue_samples(gone, cohort="", status="active", pending_active=1, pending_inadmissible=0,
-                                      reserving=0, admitted=0, quotas=[quota(), quota("spot")])  # fmt: skip
-        + metrics.cluster_queue_samples(kept, cohort="", status="active", pending_active=1, pending_inadmissible=0,
-                                        reserving=0, admitted=0, quotas=[quota()])  # fmt: skip
-    )
+    report(gone, quotas=[quota(), quota("spot")])
+    report(kept, pending_active=1)
     report(kept, quotas=[])
+    metrics.keep_queue_gauges([kept])
     assert series("kueue_pending_workloads", cluster_queue=gone) == []
     assert series("kueue_cluster_queue_nominal_quota", cluster_queue=gone) == []
     assert series("kueue_cluster_queue_nominal_quota", cluster_queue=kept) == []

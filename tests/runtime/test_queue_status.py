@@ -12,8 +12,11 @@ from collections.abc import Callable
 import pytest
 
 from multikueue.api.clusterqueue import ClusterQueue
-from multikueue.api.resources import CLUSTER_QUEUES
+from multikueue.api.localqueue import LocalQueue
+from multikueue.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
 from multikueue.api.resourceflavor import ResourceFlavor
+from multikueue.api.workload import Workload
+from multikueue.runtime import metrics
 from multikueue.core.cache import Cache
 from multikueue.dev import objects as o
 from multikueue.runtime.kube import AsyncKube
@@ -88,3 +91,39 @@ async def test_a_deleted_queue_is_forgotten_and_one_made_again_under_its_name_is
     await writer.sync()
     assert writer.writes["ClusterQueue"] == 3, "the new queue's status is written though it says what the old one's did"
     assert await _written(kube, [names[1]]) == {names[1]}
+
+
+def _pending_gauge(cq: str) -> float | None:
+    role = metrics.replica_role()
+    return metrics.REGISTRY.get_sample_value("kueue_pending_workloads", {"cluster_queue": cq, "status": "active", "replica_role": role})
+
+
+async def test_a_quiet_queue_is_skipped_and_a_change_is_written_and_reported(
+    kueue: o.Kueue, admin_kube: Callable[[int], AsyncKube], namespace: str
+) -> None:
+    """A sync skips queues whose view did not change; a new pending Workload changes both queues' status and
+    the gauge; after a role change (which clears the gauges) the next sync reports them again."""
+    kube = admin_kube(0)
+    cache, [name] = _cache_with_cluster_queues(kueue, namespace, 1)
+    cache.upsert_local_queue(LocalQueue.from_k8s(kueue.create(o.local_queue(namespace, "lq", name))))
+    writer = QueueStatusWriter(kube, cache)
+    await writer.sync()
+    assert writer.writes == {"ClusterQueue": 1, "LocalQueue": 1} and _pending_gauge(name) == 0
+    await writer.sync()
+    assert writer.writes == {"ClusterQueue": 1, "LocalQueue": 1}, "nothing changed"
+
+    cache.upsert_workload(Workload.from_k8s(kueue.create(o.workload(namespace, "w", "lq", {"cpu": "1"}))))
+    await writer.sync()
+    assert writer.writes == {"ClusterQueue": 2, "LocalQueue": 2} and _pending_gauge(name) == 1
+    cq_body = await kube.get(CLUSTER_QUEUES, None, name)
+    lq_body = await kube.get(LOCAL_QUEUES, namespace, "lq")
+    assert cq_body["status"]["pendingWorkloads"] == 1 and lq_body["status"]["pendingWorkloads"] == 1
+
+    role = metrics.replica_role()
+    try:
+        metrics.set_replica_role(metrics.ROLE_LEADER)
+        assert _pending_gauge(name) is None, "the role change cleared the gauges"
+        await writer.sync()
+        assert _pending_gauge(name) == 1 and writer.writes["ClusterQueue"] == 2
+    finally:
+        metrics.set_replica_role(role)

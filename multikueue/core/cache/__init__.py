@@ -125,6 +125,9 @@ class Cache:
         self._holders: dict[WorkloadKey, tuple[Workload, Contribution, bool, int, QuotaHolder]] = {}
         #: Bumped when a WorkloadPriorityClass changes (holders' priorities may have).
         self._priorities_version = 0
+        #: Per queue, the last status view and what it was computed from (see :meth:`cluster_queue_status`).
+        self._cq_views: dict[str, tuple[tuple[object, ...], ClusterQueueStatusView]] = {}
+        self._lq_views: dict[LocalQueueKey, tuple[tuple[object, ...], LocalQueueStatusView]] = {}
 
     def _mark_trees(self, cq_names: Iterable[str], *, by_workload: bool = False, released: bool = True) -> None:
         """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree, which wakes their parked
@@ -159,6 +162,7 @@ class Cache:
         Usage of Workloads still admitted there is kept and counts again if
         the ClusterQueue comes back.
         """
+        self._cq_views.pop(name, None)
         if self._store.remove_cluster_queue(name):
             self._queues.mark_cluster_queues(self._tree.remove_cluster_queue(name))
 
@@ -183,6 +187,7 @@ class Cache:
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
         """Forget a LocalQueue; its pending Workloads become inadmissible."""
+        self._lq_views.pop((namespace, name), None)
         self._local_queue_moved((namespace, name), self._store.remove_local_queue((namespace, name)))
 
     def _local_queue_moved(self, key: LocalQueueKey, cluster_queues: tuple[str, ...]) -> None:
@@ -400,23 +405,55 @@ class Cache:
         return self._tree.usage(cq_name)
 
     def cluster_queue_status(self, name: str) -> ClusterQueueStatusView | None:
-        """The status to write for a ClusterQueue, or ``None`` if it is not in the cache."""
+        """The status to write for a ClusterQueue, or ``None`` if it is not in the cache.
+
+        The same view object comes back while nothing it is computed from
+        changed (the queue's state, its counters, its pending count, and
+        with fair sharing its usage and the trees' shape), so readers may
+        skip a queue whose view is the one they saw last. Why: the status
+        writer reads every queue each second, and with upstream's
+        large-scale generator (1,000 ClusterQueues, 1,000 LocalQueues)
+        computing every view each time was a tenth of the controller's CPU.
+        """
         state = self._store.cluster_queue_state(name)
         if state is None:
             return None
+        stats = self._tree.cluster_queue_stats(name)
         pending = sum(self._queues.pending_count(lq) for lq in self._store.local_queues_in(name))
-        return cluster_queue_view(
-            state, self._tree.cluster_queue_stats(name), pending, fair_sharing=self.fair_sharing_status
-        )
+        share = (self._tree.shape_version, tuple(state.node.usage.items())) if self.fair_sharing_status else None
+        # Compared element by element, identity first: unchanged objects cost no deep comparison.
+        inputs = (state, state.obj, state.active, state.reason, state.message, stats, stats.version, pending, share)
+        known = self._cq_views.get(name)
+        if known is not None and known[0] == inputs:
+            return known[1]
+        view = cluster_queue_view(state, stats, pending, fair_sharing=self.fair_sharing_status)
+        self._cq_views[name] = (inputs, view)
+        return view
 
     def local_queue_status(self, namespace: str, name: str) -> LocalQueueStatusView | None:
-        """The status to write for a LocalQueue, or ``None`` if it is not in the cache."""
+        """The status to write for a LocalQueue, or ``None`` if it is not in the cache (memoized as
+        :meth:`cluster_queue_status` is)."""
         key = (namespace, name)
         local_queue = self._store.local_queue(key)
         if local_queue is None:
             return None
         state = self._store.cluster_queue_state(local_queue.spec.cluster_queue or "")
-        return local_queue_view(local_queue, state, self._tree.local_queue_stats(key), self._queues.pending_count(key))
+        stats = self._tree.local_queue_stats(key)
+        pending = self._queues.pending_count(key)
+        cq = (state, state.obj, state.active, state.reason, state.message) if state is not None else None
+        inputs = (local_queue, cq, stats, stats.version, pending)
+        known = self._lq_views.get(key)
+        if known is not None and known[0] == inputs:
+            return known[1]
+        view = local_queue_view(local_queue, state, stats, pending)
+        self._lq_views[key] = (inputs, view)
+        return view
+
+    def inadmissible_in_cluster_queue(self, cq_name: str, now: datetime) -> int:
+        """How many of the ClusterQueue's pending Workloads upstream would count as inadmissible at ``now``
+        (summed over its LocalQueues, see :meth:`PendingQueues.inadmissible_count
+        <multikueue.core.cache.queues.PendingQueues.inadmissible_count>`)."""
+        return sum(self._queues.inadmissible_count(lq, now) for lq in self._store.local_queues_in(cq_name))
 
     # --- the scheduler's view ---------------------------------------------------------------------
 
@@ -444,11 +481,6 @@ class Cache:
     def pending_in_local_queue(self, key: LocalQueueKey) -> list[PendingWorkload]:
         """Pending Workloads naming this LocalQueue (which may not exist), in queue order."""
         return self._queues.pending_in_local_queue(key)
-
-    def inadmissible_in_local_queue(self, key: LocalQueueKey, now: datetime) -> int:
-        """How many of them upstream would count as inadmissible (see :meth:`PendingQueues.inadmissible_count
-        <multikueue.core.cache.queues.PendingQueues.inadmissible_count>`)."""
-        return self._queues.inadmissible_count(key, now)
 
     def workloads_items(self) -> list[tuple[WorkloadKey, Workload]]:
         """Every Workload in the cache (a snapshot list, safe to iterate while the cache changes)."""

@@ -65,15 +65,21 @@ class Contribution:
 
 @dataclass
 class QueueStats:
-    """Counters and usage of the Workloads holding quota in one queue."""
+    """Counters and usage of the Workloads holding quota in one queue.
+
+    ``version`` grows with every change, so a reader can tell the same
+    object changed in place (the status views are memoized on it).
+    """
 
     reserving: int = 0
     admitted: int = 0
     reservation: dict[FlavorResource, Decimal] = field(default_factory=dict)
     admitted_usage: dict[FlavorResource, Decimal] = field(default_factory=dict)
+    version: int = 0
 
     def apply(self, contribution: Contribution, sign: int) -> None:
         """Count (``sign=+1``) or uncount (``-1``) one Workload's contribution."""
+        self.version += 1
         self.reserving += sign
         _add_into(self.reservation, contribution.usage, sign)
         if contribution.admitted:
@@ -113,6 +119,8 @@ class QuotaTree:
         self._holders: dict[str, set[WorkloadKey]] = {}
         self._cq_stats: dict[str, QueueStats] = {}
         self._lq_stats: dict[LocalQueueKey, QueueStats] = {}
+        #: Grows whenever quotas, weights or the shape of any tree change (what a share depends on besides usage).
+        self.shape_version = 0
 
     # --- shape: ClusterQueues -------------------------------------------------------------
 
@@ -122,6 +130,7 @@ class QuotaTree:
         A new node starts with the usage Workloads already hold there (they
         may have been admitted before the ClusterQueue was known).
         """
+        self.shape_version += 1
         affected: set[str] = set()
         node = self._leaves.get(name)
         old_root = root_of(node) if node is not None else None
@@ -146,6 +155,7 @@ class QuotaTree:
 
     def remove_cluster_queue(self, name: str) -> set[str]:
         """Drop a ClusterQueue's node (its Workloads' usage is kept); it and its former cohort peers."""
+        self.shape_version += 1
         affected = {name}
         node = self._leaves.pop(name, None)
         if node is None:
@@ -190,6 +200,7 @@ class QuotaTree:
 
     def _reshape(self, node: QuotaNode, cohort: Cohort | None) -> set[str]:
         """Apply a Cohort object's quota and parent to its node, then refresh the trees involved."""
+        self.shape_version += 1
         old_root = root_of(node)
         old_parent = node.parent
         node.quotas = quotas_from_groups(cohort.spec.resource_groups) if cohort else {}

@@ -20,7 +20,7 @@ PUBLIC_METHODS = {
     "admission_check_controller", "assume", "candidates", "cluster_queue", "cluster_queue_names", "cluster_queue_state",
     "cluster_queue_status", "cohort_root", "default_pod_priority_class", "delete_admission_check", "delete_cluster_queue", "delete_cohort",
     "delete_flavor", "delete_local_queue", "delete_namespace", "delete_pod_priority_class", "delete_priority_class", "delete_workload",
-    "flavors", "forget", "holds_quota", "inadmissible_in_local_queue", "is_assumed", "is_parked", "local_queue", "local_queue_keys", "local_queue_status", "local_queues_of",
+    "flavors", "forget", "holds_quota", "inadmissible_in_cluster_queue", "is_assumed", "is_parked", "local_queue", "local_queue_keys", "local_queue_status", "local_queues_of",
     "namespace_labels", "next_requeue_at", "park", "pending_in_local_queue", "pod_priority_class_value", "priority_class_value", "quota_holders", "recheck", "revisit", "take_dirty",
     "upsert_admission_check", "upsert_cluster_queue", "upsert_cohort", "upsert_flavor", "upsert_local_queue",
     "upsert_namespace", "upsert_pod_priority_class", "upsert_priority_class", "upsert_workload", "usage", "workload", "workloads_items",
@@ -155,3 +155,35 @@ def test_a_replaced_workload_is_not_kept_alive_by_its_old_quota_holder(build: Bu
     gc.collect()
     assert old() is None
     assert cache.quota_holders("a") == []
+
+
+def test_a_status_view_is_the_same_object_until_something_it_shows_changes(build: Build) -> None:
+    """The status writer skips a queue whose view is the one it saw last: every input must make a new one."""
+    cache = seeded(build)
+    lq = ("default", "user-queue")
+    cq_view, lq_view = cache.cluster_queue_status("a"), cache.local_queue_status(*lq)
+    assert cache.cluster_queue_status("a") is cq_view and cache.local_queue_status(*lq) is lq_view
+
+    cache.upsert_workload(build.workload("w"))  # one more pending
+    pending = cache.cluster_queue_status("a"), cache.local_queue_status(*lq)
+    assert pending[0] is not cq_view and pending[0] is not None and pending[0].pending_workloads == 1
+    assert pending[1] is not lq_view and pending[1] is not None and pending[1].pending_workloads == 1
+
+    cache.assume(("default", "w"), build.admission("a"))  # the counters change in place
+    reserving = cache.cluster_queue_status("a")
+    assert reserving is not None and (reserving.pending_workloads, reserving.reserving_workloads) == (0, 1)
+    assert cache.cluster_queue_status("b") is not None
+
+    cache.upsert_cluster_queue(build.cluster_queue("a", cohortName="team", stopPolicy="Hold"))  # the state
+    held = cache.cluster_queue_status("a"), cache.local_queue_status(*lq)
+    assert held[0] is not None and not held[0].active and held[0] is not reserving
+    assert held[1] is not None and not held[1].active, "the LocalQueue shows its ClusterQueue's state"
+
+    cache.fair_sharing_status = True  # with fair sharing, the usage of the queue's node too
+    shared = cache.cluster_queue_status("b")
+    assert shared is not None and shared.weighted_share == 0
+    cache.upsert_workload(build.workload("big", admission=build.admission("b", {"cpu": "12"}).to_dict(),
+                                         conditions=[build.condition("QuotaReserved", "True", "QuotaReserved")]))  # fmt: skip
+    borrowing = cache.cluster_queue_status("b")
+    assert borrowing is not None and borrowing.weighted_share is not None and borrowing.weighted_share > 0
+    assert cache.cluster_queue_status("b") is borrowing

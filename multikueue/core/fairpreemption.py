@@ -304,13 +304,13 @@ def _candidates(sim: Simulation, ctx: PreemptionContext) -> list[AdmittedWorkloa
     found: list[AdmittedWorkload] = []
     if policy.within_cluster_queue != WithinClusterQueuePolicy.NEVER:
         rule = policy.within_cluster_queue.value
-        found += [w for w in sim.workloads.get(preemptor.cluster_queue, ()) if usable(w, rule)]
+        found += [w for w in sim.workloads_in(preemptor.cluster_queue) if usable(w, rule)]
     if sim.node.parent is not None and policy.reclaim_within_cohort != ReclaimWithinCohortPolicy.NEVER:
         rule = policy.reclaim_within_cohort.value
         for name, queue in sorted(sim.queues.items()):
             if name == preemptor.cluster_queue or not _borrowing_in(queue, sim):
                 continue
-            found += [w for w in sim.workloads.get(name, ()) if usable(w, rule)]
+            found += [w for w in sim.workloads_in(name) if usable(w, rule)]
     found.sort(key=lambda w: candidate_order(w, preemptor.cluster_queue, ctx.now))
     return found
 
@@ -366,7 +366,7 @@ def plan_fair_preemption(
                     job_uid=preemptor.job_uid or _UNKNOWN,
                     reason=HUMAN_READABLE_REASONS[t.reason],
                     preemptor_path=preemptor_path,
-                    preemptee_path=cluster_queue_path(sim.queues[t.workload.cluster_queue]),
+                    preemptee_path=cluster_queue_path(sim.node_of(t.workload.cluster_queue)),
                 ),
             )
             for t in chosen

@@ -88,7 +88,7 @@ sufficient) is argued across all of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -107,6 +107,7 @@ from multikueue.core.quota import (
     ZERO,
     FlavorResource,
     QuotaNode,
+    above_quota,
     add_usage,
     available,
     borrows,
@@ -114,6 +115,7 @@ from multikueue.core.quota import (
     leaves,
     remove_usage,
     root_of,
+    set_usage,
 )
 
 __all__ = [
@@ -132,6 +134,7 @@ __all__ = [
     "candidate_order",
     "cluster_queue_path",
     "may_find_candidates",
+    "may_free_enough",
     "plan_preemption",
     "resources_needing_preemption",
     "satisfies_policy",
@@ -217,10 +220,13 @@ class PreemptionContext:
     node: QuotaNode
     #: The preemptor ClusterQueue's ``spec.preemption``.
     policy: ClusterQueuePreemption
-    #: Every Workload holding quota in that tree; Workloads of other trees are ignored.
-    admitted: Sequence[AdmittedWorkload]
+    #: Every Workload holding quota in that tree, as a list (Workloads of other trees are ignored) or grouped by
+    #: ClusterQueue name (the scheduler's form: grouped once per cycle and tree, not once per plan).
+    admitted: Sequence[AdmittedWorkload] | Mapping[str, Sequence[AdmittedWorkload]]
     #: Stands in for a ``quota_reserved_at`` not known yet.
     now: datetime
+    #: Workloads of ``admitted`` that are not candidates (victims already claimed by another preemptor).
+    excluded: Collection[WorkloadKey] = frozenset()
 
 
 # --- outputs ---------------------------------------------------------------------------------------
@@ -312,8 +318,17 @@ def cluster_queue_path(node: QuotaNode) -> str:
 
 
 def _within_nominal(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
-    """Upstream's ``IsWithinNominalInResources``: the node's usage is at most its (subtree) quota in every pair."""
-    return all(node.usage.get(fr, ZERO) <= node.subtree_quota.get(fr, ZERO) for fr in frs)
+    """Upstream's ``IsWithinNominalInResources``: the node's usage is at most its (subtree) quota in every pair.
+
+    A plain loop, not ``all()`` over a generator: a plan asks it of every
+    ClusterQueue of its cohort (100 with upstream's large-scale generator),
+    and the generator's set-up was most of the cost.
+    """
+    usage, quota = node.usage, node.subtree_quota
+    for fr in frs:
+        if usage.get(fr, ZERO) > quota.get(fr, ZERO):
+            return False
+    return True
 
 
 def _fits_in_quota(
@@ -329,10 +344,6 @@ def _fits_in_quota(
             fits = False
         remaining[fr] = max(ZERO, amount - max(ZERO, guaranteed(node, fr) - usage))
     return fits, remaining
-
-
-def _uses_any(workload: AdmittedWorkload, frs: frozenset[FlavorResource]) -> bool:
-    return any(fr in frs for fr in workload.usage)
 
 
 # --- the simulation ---------------------------------------------------------------------------------------
@@ -367,92 +378,143 @@ class _Candidate:
     meeting_point: QuotaNode | None
 
 
+class _UsageJournal:
+    """Usage changes made to a live quota tree, to be put back: each entry's value before its first change is saved.
+
+    Why not a copy of the tree: with upstream's large-scale generator
+    (cohorts of 100 ClusterQueues) a copy of the whole tree per plan was a
+    fifth of the controller's CPU, while a plan changes the usage of a few
+    paths only. Nothing else may read the tree until :meth:`restore` (the
+    scheduler is synchronous).
+    """
+
+    def __init__(self) -> None:
+        #: (node id, pair) -> (node, pair, the usage entry before the first change; None: there was none).
+        self._saved: dict[tuple[int, FlavorResource], tuple[QuotaNode, FlavorResource, Decimal | None]] = {}
+
+    def _note(self, node: QuotaNode, fr: FlavorResource) -> None:
+        walk: QuotaNode | None = node
+        while walk is not None:
+            key = (id(walk), fr)
+            if key not in self._saved:
+                self._saved[key] = (walk, fr, walk.usage.get(fr))
+            walk = walk.parent
+
+    def remove(self, node: QuotaNode, usage: Mapping[FlavorResource, Decimal]) -> None:
+        """Take ``usage`` out of ``node`` (and what it took from its cohorts)."""
+        for fr, amount in usage.items():
+            self._note(node, fr)
+            remove_usage(node, fr, amount)
+
+    def add(self, node: QuotaNode, usage: Mapping[FlavorResource, Decimal]) -> None:
+        """Count ``usage`` in ``node`` (and its cohorts)."""
+        for fr, amount in usage.items():
+            self._note(node, fr)
+            add_usage(node, fr, amount)
+
+    def restore(self) -> None:
+        """Put every changed entry back as it was (the index of children above quota with it)."""
+        for node, fr, before in self._saved.values():
+            set_usage(node, fr, before)
+        self._saved.clear()
+
+
+def _fits(node: QuotaNode, usage: Mapping[FlavorResource, Decimal], *, allow_borrowing: bool) -> bool:
+    """Upstream's ``workloadFits``: every pair of ``usage`` fits in ``node`` now, without borrowing if asked."""
+    for fr, amount in usage.items():
+        if not allow_borrowing and borrows(node, fr, amount):
+            return False
+        if amount > max(ZERO, available(node, fr)):
+            return False
+    return True
+
+
 @dataclass
 class Simulation:
     """The live quota tree, in which Workloads are removed and added back, and put back as it was afterwards.
 
-    ``workloads`` groups the admitted Workloads of the tree by ClusterQueue
-    (the preemptor excluded); ``needs`` are the pairs needing preemption.
-    Open it with :meth:`open` (a context manager): every usage entry a
-    change touches is journalled the first time (its value, or that it had
-    none) and written back on leaving, exceptions included. Why not a copy:
-    with upstream's large-scale generator (cohorts of 100 ClusterQueues) a
-    copy of the whole tree per plan was a fifth of the controller's CPU,
-    while a plan changes the usage of a few paths only. Nothing else may
-    read the tree while it is open (the scheduler is synchronous).
+    ``held`` groups the admitted Workloads of the tree by ClusterQueue
+    (:meth:`workloads_in` leaves out the ``excluded`` ones, the preemptor
+    among them); ``needs`` are the pairs needing preemption.
+    Open it with :meth:`open` (a context manager): the changes go through a
+    :class:`_UsageJournal`, restored on leaving, exceptions included.
     """
 
     preemptor: Preemptor
     needs: frozenset[FlavorResource]
     node: QuotaNode
-    queues: dict[str, QuotaNode]
-    workloads: dict[str, list[AdmittedWorkload]] = field(default_factory=dict)
-    #: (node id, pair) -> (node, pair, the usage entry before the first change; None: there was none).
-    _journal: dict[tuple[int, FlavorResource], tuple[QuotaNode, FlavorResource, Decimal | None]] = field(
-        default_factory=dict
-    )
+    #: ClusterQueue name -> the Workloads holding quota there (read through :meth:`workloads_in`).
+    held: Mapping[str, Sequence[AdmittedWorkload]]
+    #: Keys of Workloads that are not candidates (the preemptor, victims claimed by another preemptor).
+    excluded: Collection[WorkloadKey]
+    #: ClusterQueue nodes met so far, by name (see :meth:`node_of`).
+    _met: dict[str, QuotaNode] = field(default_factory=dict)
+    _all: dict[str, QuotaNode] | None = None
+    _journal: _UsageJournal = field(default_factory=_UsageJournal)
 
     @classmethod
     @contextmanager
     def open(cls, preemptor: Preemptor, ctx: PreemptionContext) -> Iterator[Simulation]:
         """The simulation on ``ctx.node``'s tree; the tree's usage is restored when the block ends."""
         node = ctx.node
-        queues = {leaf.name: leaf for leaf in leaves(root_of(node))}
         needs = preemptor.needs_preemption
         if needs is None:
             needs = resources_needing_preemption(node, preemptor.usage)
-        sim = cls(preemptor, needs, node, queues)
-        for workload in ctx.admitted:
-            if workload.cluster_queue in queues and workload.key != preemptor.key:
-                sim.workloads.setdefault(workload.cluster_queue, []).append(workload)
+        excluded = {preemptor.key, *ctx.excluded} if ctx.excluded else {preemptor.key}
+        if isinstance(ctx.admitted, Mapping):
+            sim = cls(preemptor, needs, node, ctx.admitted, excluded)
+        else:
+            sim = cls(preemptor, needs, node, {}, excluded)
+            grouped: dict[str, list[AdmittedWorkload]] = {}
+            for workload in ctx.admitted:
+                if workload.cluster_queue in sim.queues:
+                    grouped.setdefault(workload.cluster_queue, []).append(workload)
+            sim.held = grouped
+        sim.met(node)
         try:
             yield sim
         finally:
-            sim._restore()
+            sim._journal.restore()
 
-    def _note(self, node: QuotaNode, fr: FlavorResource) -> None:
-        """Journal the entries of ``fr`` on the path from ``node`` up, those not journalled yet."""
-        walk: QuotaNode | None = node
-        while walk is not None:
-            key = (id(walk), fr)
-            if key not in self._journal:
-                self._journal[key] = (walk, fr, walk.usage.get(fr))
-            walk = walk.parent
+    def workloads_in(self, queue: str) -> Iterator[AdmittedWorkload]:
+        """The Workloads holding quota in ClusterQueue ``queue`` that may be candidates."""
+        for workload in self.held.get(queue, ()):
+            if workload.key not in self.excluded:
+                yield workload
 
-    def _restore(self) -> None:
-        for node, fr, before in self._journal.values():
-            if before is None:
-                node.usage.pop(fr, None)
-            else:
-                node.usage[fr] = before
-        self._journal.clear()
+    @property
+    def queues(self) -> dict[str, QuotaNode]:
+        """Every ClusterQueue node of the tree, by name (walked on first use: most plans look at a few)."""
+        if self._all is None:
+            self._all = {leaf.name: leaf for leaf in leaves(root_of(self.node))}
+        return self._all
+
+    def met(self, node: QuotaNode) -> None:
+        """Remember a ClusterQueue node found while walking the tree, so :meth:`node_of` needs no walk."""
+        self._met[node.name] = node
+
+    def node_of(self, queue: str) -> QuotaNode:
+        """The node of ClusterQueue ``queue`` (one met, else from the whole tree)."""
+        node = self._met.get(queue)
+        return node if node is not None else self.queues[queue]
 
     def remove_usage(self, node: QuotaNode, usage: Mapping[FlavorResource, Decimal]) -> None:
         """Take ``usage`` out of ``node`` (and what it took from its cohorts), journalled."""
-        for fr, amount in usage.items():
-            self._note(node, fr)
-            remove_usage(node, fr, amount)
+        self._journal.remove(node, usage)
 
     def add_usage(self, node: QuotaNode, usage: Mapping[FlavorResource, Decimal]) -> None:
         """Count ``usage`` in ``node`` (and its cohorts), journalled."""
-        for fr, amount in usage.items():
-            self._note(node, fr)
-            add_usage(node, fr, amount)
+        self._journal.add(node, usage)
 
     def remove(self, workload: AdmittedWorkload) -> None:
-        self.remove_usage(self.queues[workload.cluster_queue], workload.usage)
+        self.remove_usage(self.node_of(workload.cluster_queue), workload.usage)
 
     def add(self, workload: AdmittedWorkload) -> None:
-        self.add_usage(self.queues[workload.cluster_queue], workload.usage)
+        self.add_usage(self.node_of(workload.cluster_queue), workload.usage)
 
     def fits(self, *, allow_borrowing: bool) -> bool:
         """Upstream's ``workloadFits``: every pair of the preemptor's usage fits, without borrowing if asked."""
-        for fr, amount in self.preemptor.usage.items():
-            if not allow_borrowing and borrows(self.node, fr, amount):
-                return False
-            if amount > max(ZERO, available(self.node, fr)):
-                return False
-        return True
+        return _fits(self.node, self.preemptor.usage, allow_borrowing=allow_borrowing)
 
     def under_nominal(self) -> bool:
         """Upstream's ``queueUnderNominalInResourcesNeedingPreemption``: strictly below nominal in every needed pair."""
@@ -466,35 +528,35 @@ def _borrowing_forbidden(policy: ClusterQueuePreemption) -> bool:
     return policy.borrow_within_cohort.policy == BorrowWithinCohortPolicy.NEVER
 
 
-def _classify(
-    sim: Simulation, policy: ClusterQueuePreemption, workload: AdmittedWorkload, advantage: bool
-) -> _Variant | None:
-    """How the preemptor may preempt this Workload; ``None``: it may not (upstream's ``classifyPreemptionVariant``)."""
-    if not _uses_any(workload, sim.needs):
-        return None
-    own = workload.cluster_queue == sim.preemptor.cluster_queue
-    rule = policy.within_cluster_queue if own else policy.reclaim_within_cohort
-    if not satisfies_policy(rule.value, sim.preemptor, workload):
-        return None
-    if own:
-        return _Variant.WITHIN_CLUSTER_QUEUE
-    if advantage:
-        return _Variant.HIERARCHICAL_RECLAIM
-    if _borrowing_forbidden(policy):
-        return _Variant.RECLAIM_WITHOUT_BORROWING
-    threshold = policy.borrow_within_cohort.max_priority_threshold
-    above = workload.priority >= sim.preemptor.priority or (threshold is not None and workload.priority > threshold)
-    return _Variant.RECLAIM_WITHOUT_BORROWING if above else _Variant.RECLAIM_WHILE_BORROWING
-
-
 def _from_queue(
     sim: Simulation, policy: ClusterQueuePreemption, queue: str, meeting_point: QuotaNode | None, advantage: bool
 ) -> list[_Candidate]:
+    """The queue's Workloads the preemptor may preempt, each with how (upstream's ``classifyPreemptionVariant``).
+
+    The policy is read once per queue, not once per Workload: a plan in a
+    saturated cohort classifies hundreds of them.
+    """
+    preemptor, needs = sim.preemptor, sim.needs
+    own = queue == preemptor.cluster_queue
+    rule = (policy.within_cluster_queue if own else policy.reclaim_within_cohort).value
+    if own:
+        fixed: _Variant | None = _Variant.WITHIN_CLUSTER_QUEUE
+    elif advantage:
+        fixed = _Variant.HIERARCHICAL_RECLAIM
+    elif _borrowing_forbidden(policy):
+        fixed = _Variant.RECLAIM_WITHOUT_BORROWING
+    else:
+        fixed = None  # by priority, below
+    threshold = policy.borrow_within_cohort.max_priority_threshold
     result = []
-    for workload in sim.workloads.get(queue, ()):
-        variant = _classify(sim, policy, workload, advantage)
-        if variant is not None:
-            result.append(_Candidate(workload, variant, meeting_point))
+    for workload in sim.workloads_in(queue):
+        if needs.isdisjoint(workload.usage) or not satisfies_policy(rule, preemptor, workload):
+            continue
+        variant = fixed
+        if variant is None:
+            above = workload.priority >= preemptor.priority or (threshold is not None and workload.priority > threshold)
+            variant = _Variant.RECLAIM_WITHOUT_BORROWING if above else _Variant.RECLAIM_WHILE_BORROWING
+        result.append(_Candidate(workload, variant, meeting_point))
     return result
 
 
@@ -508,12 +570,13 @@ def _collect_in_subtree(
     into: list[_Candidate],
 ) -> None:
     """Candidates of the ClusterQueues below ``current`` that are above nominal, down paths that are above nominal."""
-    for child in current.children:
-        if child is skip or child is sim.node or _within_nominal(child, sim.needs):
+    for child in above_quota(current, sim.needs):
+        if child is skip or child is sim.node:
             continue
         if child.is_cohort:
             _collect_in_subtree(sim, policy, child, subtree_root, skip, advantage, into)
         else:
+            sim.met(child)
             into.extend(_from_queue(sim, policy, child.name, subtree_root, advantage))
 
 
@@ -621,7 +684,74 @@ def may_find_candidates(
     if node.parent is None or policy.reclaim_within_cohort == ReclaimWithinCohortPolicy.NEVER:
         return False
     used = preemptor.usage.keys()
-    return any(leaf is not node and not _within_nominal(leaf, used) for leaf in leaves(root_of(node)))
+    return any(leaf is not node for leaf in _leaves_above_quota(root_of(node), used))
+
+
+def may_free_enough(
+    preemptor: Preemptor,
+    node: QuotaNode,
+    policy: ClusterQueuePreemption,
+    own_usage: Mapping[int, Mapping[FlavorResource, Decimal]],
+) -> bool:
+    """False only when no plan of :func:`plan_preemption` can have victims: even with everything a plan
+    could take gone, the preemptor does not fit.
+
+    ``own_usage`` is the usage of the Workloads holding quota in the
+    preemptor's ClusterQueue, summed per priority. Taken away, in the live
+    tree and put back before returning: the usage of the priorities
+    ``withinClusterQueue`` allows (equal ones too under
+    ``LowerOrNewerEqualPriority``); if the preemptor does not fit then, with
+    ``reclaimWithinCohort`` also the whole usage of every other ClusterQueue
+    of the tree above its nominal quota in a pair the preemptor uses (the
+    only queues a plan takes from), after which it must fit without
+    borrowing, unless a run that lets it borrow may take other queues'
+    Workloads (``borrowWithinCohort`` allows it, or the hierarchical
+    advantage is possible). Sound because taking usage away anywhere never
+    lowers what a ClusterQueue may use (:func:`~multikueue.core.quota.available`
+    only grows, and the queue's own borrowing only shrinks), so a plan's
+    victims, a part of that, free no more. Why: in a saturated cohort of 100
+    ClusterQueues most plans weighed a few hundred candidates to find they
+    were not enough (upstream's large-scale generator: two thirds of the
+    plans, mostly small Workloads in queues above their nominal quota, which
+    may only reclaim without borrowing), at about twenty times this cost.
+    """
+    usage = preemptor.usage
+    # Whether a run that lets the preemptor borrow may take other queues' Workloads: with borrowWithinCohort
+    # Never, only those it has the hierarchical advantage over (see _cohort_candidates), which needs its
+    # request to fit in the quota of its queue or of a cohort on its path.
+    others_while_borrowing = not _borrowing_forbidden(policy)
+    remaining: Mapping[FlavorResource, Decimal] = usage
+    walk: QuotaNode | None = node
+    while walk is not None and walk.parent is not None and not others_while_borrowing:
+        others_while_borrowing, remaining = _fits_in_quota(walk, remaining)
+        walk = walk.parent
+    journal = _UsageJournal()
+    try:
+        within = policy.within_cluster_queue
+        if within != WithinClusterQueuePolicy.NEVER:
+            equal_too = within == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+            for priority, summed in own_usage.items():
+                if priority < preemptor.priority or (equal_too and priority == preemptor.priority):
+                    journal.remove(node, summed)
+        if _fits(node, usage, allow_borrowing=True):
+            return True
+        if node.parent is None or policy.reclaim_within_cohort == ReclaimWithinCohortPolicy.NEVER:
+            return False
+        for leaf in list(_leaves_above_quota(root_of(node), usage)):  # listed first: removals change the index
+            if leaf is not node:
+                journal.remove(leaf, {fr: leaf.usage[fr] for fr in usage if fr in leaf.usage})
+        return _fits(node, usage, allow_borrowing=others_while_borrowing)
+    finally:
+        journal.restore()
+
+
+def _leaves_above_quota(cohort: QuotaNode, frs: Iterable[FlavorResource]) -> Iterator[QuotaNode]:
+    """The ClusterQueues of the tree below ``cohort`` above their nominal quota in a pair of ``frs``."""
+    for child in above_quota(cohort, frs):
+        if not child.is_cohort:
+            yield child
+    for child in cohort.child_cohorts:
+        yield from _leaves_above_quota(child, frs)
 
 
 def _still_valid(sim: Simulation, candidate: _Candidate, allow_borrowing: bool) -> bool:
@@ -631,7 +761,7 @@ def _still_valid(sim: Simulation, candidate: _Candidate, allow_borrowing: bool) 
         return True
     if allow_borrowing and candidate.variant is _Variant.RECLAIM_WITHOUT_BORROWING:
         return False
-    node: QuotaNode | None = sim.queues[workload.cluster_queue]
+    node: QuotaNode | None = sim.node_of(workload.cluster_queue)
     while node is not None and node is not candidate.meeting_point:
         if _within_nominal(node, sim.needs):
             return False
@@ -706,7 +836,7 @@ def plan_preemption(preemptor: Preemptor, ctx: PreemptionContext) -> PreemptionP
                     job_uid=preemptor.job_uid or _UNKNOWN,
                     reason=HUMAN_READABLE_REASONS[c.variant.reason],
                     preemptor_path=preemptor_path,
-                    preemptee_path=cluster_queue_path(sim.queues[c.workload.cluster_queue]),
+                    preemptee_path=cluster_queue_path(sim.node_of(c.workload.cluster_queue)),
                 ),
             )
             for c in chosen

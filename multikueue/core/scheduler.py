@@ -152,6 +152,7 @@ from multikueue.core.preemption import (
     PreemptionPlan,
     Preemptor,
     may_find_candidates,
+    may_free_enough,
     plan_preemption,
     satisfies_policy,
 )
@@ -251,7 +252,8 @@ class CycleResult:
     #: first candidate that finds some, in queue order, as upstream plans only for queue heads; see
     #: :func:`_may_plan`).
     planned_preemption: set[str] = field(default_factory=set, repr=False, compare=False)
-    #: Preemption plans run, and those answered "no candidates" without running (:func:`may_find_candidates`).
+    #: Preemption plans run, and those answered "no victims" without running (:func:`may_find_candidates`,
+    #: :func:`may_free_enough`).
     plans: int = field(default=0, repr=False, compare=False)
     plans_skipped: int = field(default=0, repr=False, compare=False)
     #: Run another cycle at this time even without events (the earliest end of a requeue backoff).
@@ -376,6 +378,8 @@ class _Cycle:
     own: dict[str, _OwnHolders] = field(default_factory=dict)
     #: Per quota tree, what preemption weighs of each holder that is not assumed, by key (see :meth:`victims_of`).
     victims_by_tree: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
+    #: Per quota tree, the same grouped by ClusterQueue name (see :meth:`victims_by_queue`).
+    victims_grouped: dict[str, dict[str, list[AdmittedWorkload]]] = field(default_factory=dict)
     #: Per ClusterQueue, by pod-set shape, the assignments that did not fit earlier in this cycle (see :func:`_known_misfit`).
     misfits: dict[str, dict[str, FlavorAssignment]] = field(default_factory=dict)
     #: Per ClusterQueue, the pod-set shapes whose preemption was weighed this cycle and found no victims
@@ -416,6 +420,17 @@ class _Cycle:
                 h.key: self.memo.candidate(h, self.now, self.memo_used) for h in self.holders_of(cq_name) if not h.assumed
             }
         return found
+
+    def victims_by_queue(self, cq_name: str) -> dict[str, list[AdmittedWorkload]]:
+        """:meth:`victims_of` grouped by ClusterQueue, once per tree and cycle (what a plan takes: grouping per
+        plan was a pass over every holder of the tree, hundreds in a cohort of 100 queues)."""
+        tree = self.cache.cohort_root(cq_name)
+        grouped = self.victims_grouped.get(tree)
+        if grouped is None:
+            grouped = self.victims_grouped[tree] = {}
+            for victim in self.victims_of(cq_name).values():
+                grouped.setdefault(victim.cluster_queue, []).append(victim)
+        return grouped
 
     def own_holders(self, cq_name: str) -> _OwnHolders:
         own = self.own.get(cq_name)
@@ -651,7 +666,8 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
     )
 
 
-#: The plan :func:`_plan` answers when no candidate can exist (what :func:`plan_preemption` would say).
+#: The plan :func:`_plan` answers when no plan can have victims (:func:`plan_preemption` would find no candidate,
+#: or not enough).
 NO_CANDIDATES_PLAN = PreemptionPlan(Outcome.NO_CANDIDATES, message=NO_CANDIDATES_MESSAGE)
 
 
@@ -659,15 +675,16 @@ def _plan(cycle: _Cycle, state: ClusterQueueState, pending: PendingWorkload, ass
     """The preemption ``assignment`` would need: victims among the quota holders no preemptor of this cycle claimed."""
     preemptor = _preemptor(pending, state, assignment)
     policy = state.spec.preemption
-    if cycle.fair_sharing is None and not may_find_candidates(
-        preemptor, state.node, policy, cycle.own_holders(state.name).by_priority
-    ):
-        cycle.result.plans_skipped += 1
-        return NO_CANDIDATES_PLAN
+    if cycle.fair_sharing is None:
+        own = cycle.own_holders(state.name).by_priority
+        if not may_find_candidates(preemptor, state.node, policy, own) or not may_free_enough(
+            preemptor, state.node, policy, own
+        ):
+            cycle.result.plans_skipped += 1
+            return NO_CANDIDATES_PLAN
     cycle.result.plans += 1
     claimed = {d.victim for d in cycle.result.preempted}
-    candidates = [c for key, c in cycle.victims_of(state.name).items() if key not in claimed]
-    ctx = PreemptionContext(state.node, policy, candidates, cycle.now)
+    ctx = PreemptionContext(state.node, policy, cycle.victims_by_queue(state.name), cycle.now, excluded=claimed)
     if cycle.fair_sharing is not None:
         return plan_fair_preemption(preemptor, ctx, cycle.fair_sharing.preemption_strategies)
     return plan_preemption(preemptor, ctx)

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from multikueue.api.clusterqueue import ClusterQueuePreemption
@@ -31,6 +31,7 @@ from multikueue.core.preemption import (
     Simulation,
     cluster_queue_path,
     may_find_candidates,
+    may_free_enough,
     plan_preemption,
     resources_needing_preemption,
     satisfies_policy,
@@ -846,7 +847,7 @@ _HIERARCHY = {"cohort": "top", "cohort-no-limits": "top", "cohort-three": "top"}
     chosen=st.sampled_from(range(len(_POLICIES))),
     hierarchical=st.booleans(),
 )
-def test_no_plan_finds_victims_where_the_necessary_condition_says_none_can_exist(
+def test_no_plan_finds_victims_where_the_necessary_conditions_say_none_can_exist(
     generated: list[tuple[str, int, int, int, bool]],
     target: str,
     cpu: int,
@@ -855,7 +856,8 @@ def test_no_plan_finds_victims_where_the_necessary_condition_says_none_can_exist
     chosen: int,
     hierarchical: bool,
 ) -> None:
-    """``may_find_candidates`` only skips plans that would find nobody: every plan with victims passes it."""
+    """``may_find_candidates`` and ``may_free_enough`` only skip plans that would find nobody: every plan with
+    victims passes both (and a preemptor that fits already passes the second)."""
     queues = build_world(cohort_parents=_HIERARCHY if hierarchical else None)
     admitted = []
     for i, (cq, cpus, mems, prio, evicted) in enumerate(generated):
@@ -878,3 +880,15 @@ def test_no_plan_finds_victims_where_the_necessary_condition_says_none_can_exist
     own = [w.priority for w in admitted if w.cluster_queue == target]
     if not may_find_candidates(preemptor, queues[target], chosen_policy, own):
         assert plan.outcome in (Outcome.FITS, Outcome.NO_CANDIDATES), plan
+    own_usage: dict[int, dict[FlavorResource, Decimal]] = {}
+    for w in admitted:
+        if w.cluster_queue == target:
+            summed = own_usage.setdefault(w.priority, {})
+            for fr, amount in w.usage.items():
+                summed[fr] = summed.get(fr, D(0)) + amount
+    before = _usage_everywhere(queues)
+    enough = may_free_enough(preemptor, queues[target], chosen_policy, own_usage)
+    assert _usage_everywhere(queues) == before, "the tree is put back"
+    if not enough:
+        event("may_free_enough said no")
+        assert not plan.preempts and plan.outcome != Outcome.FITS, plan

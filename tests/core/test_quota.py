@@ -5,11 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from multikueue.api.clusterqueue import ClusterQueue
 from multikueue.core.quota import (
     QuotaNode,
     ResourceQuota,
+    above_quota,
     add_usage,
     available,
     borrows,
@@ -18,6 +21,7 @@ from multikueue.core.quota import (
     quotas_from_groups,
     refresh_tree,
     remove_usage,
+    set_usage,
 )
 
 pytestmark = pytest.mark.unit
@@ -173,3 +177,77 @@ def test_quotas_from_cluster_queue_groups() -> None:
     quotas = quotas_from_groups(cq.spec.resource_groups)
     assert quotas[CPU] == ResourceQuota(D(9), D(1), None)
     assert quotas[("default-flavor", "memory")] == ResourceQuota(D(36 * 2**30), None, D(4 * 2**30))
+
+
+# --- the index of children above their quota ---------------------------------------------------------------
+
+MEM = ("default-flavor", "memory")
+
+
+def _brute_force_above(node: QuotaNode) -> dict[tuple[str, str], set[str]]:
+    found: dict[tuple[str, str], set[str]] = {}
+    for child in node.children:
+        for fr in (CPU, MEM):
+            if child.usage.get(fr, D(0)) > child.subtree_quota.get(fr, D(0)):
+                found.setdefault(fr, set()).add(child.name)
+    return found
+
+
+def _indexed(node: QuotaNode) -> dict[tuple[str, str], set[str]]:
+    return {fr: {c.name for c in members} for fr, members in node.above.items() if members}
+
+
+_operations = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove", "move", "save-restore"]),
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.sampled_from([CPU, MEM]),
+        st.integers(1, 7),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations=_operations)
+def test_the_index_of_children_above_quota_follows_every_change(
+    operations: list[tuple[str, str, tuple[str, str], int]],
+) -> None:
+    """After any sequence of usage changes, moves between cohorts (with the refresh the cache does) and saved
+    entries put back, each cohort's index is exactly its children above their subtree quota."""
+    top = QuotaNode("top", is_cohort=True)
+    left, right = QuotaNode("left", is_cohort=True), QuotaNode("right", is_cohort=True)
+    for sub in (left, right):
+        sub.set_parent(top)
+    leaves = {
+        "a": queue("a", 3, lending=1), "b": queue("b", 2), "c": queue("c", 4, borrowing=2), "d": queue("d", 1, lending=0),
+    }  # fmt: skip
+    for name, leaf in leaves.items():
+        leaf.quotas = {**leaf.quotas, MEM: ResourceQuota(D(2))}
+        leaf.set_parent(left if name in "ab" else right)
+    refresh_tree(top)
+    held: dict[str, dict[tuple[str, str], D]] = {name: {} for name in leaves}
+    for op, name, fr, amount in operations:
+        leaf = leaves[name]
+        if op == "add":
+            add_usage(leaf, fr, D(amount))
+            held[name][fr] = held[name].get(fr, D(0)) + amount
+        elif op == "remove" and held[name].get(fr, D(0)) >= amount:
+            remove_usage(leaf, fr, D(amount))
+            held[name][fr] -= amount
+        elif op == "move":
+            leaf.set_parent(right if leaf.parent is left else left)
+            refresh_tree(top)
+        elif op == "save-restore":  # what a preemption simulation does: change, then put every entry back
+            path, saved = [], []
+            node: QuotaNode | None = leaf
+            while node is not None:
+                path.append(node)
+                saved.append(node.usage.get(fr))
+                node = node.parent
+            add_usage(leaf, fr, D(amount))
+            for node, before in zip(path, saved, strict=True):
+                set_usage(node, fr, before)
+        for cohort_node in (top, left, right):
+            assert _indexed(cohort_node) == _brute_force_above(cohort_node), (op, name, cohort_node.name)
+    assert {c.name for c in above_quota(top, [CPU, MEM])} == {n for names in _brute_force_above(top).values() for n in names}

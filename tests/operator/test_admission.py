@@ -90,6 +90,12 @@ def test_seed_scenario_two_admitted_third_waits_then_admitted(kueue: o.Kueue, na
         return (status.get("reservingWorkloads"), status.get("pendingWorkloads"), status.get("admittedWorkloads"))
 
     o.wait_for(lambda: cq_counts() == (2, 1, 2), 15, what="ClusterQueue counters 2 reserving, 1 pending")
+
+    def lq_counts() -> Any:
+        status = kueue.get("LocalQueue", "user-queue", ns).get("status", {})
+        return (status.get("reservingWorkloads"), status.get("pendingWorkloads"), status.get("admittedWorkloads"))
+
+    o.wait_for(lambda: lq_counts() == (2, 1, 2), 15, what="LocalQueue counters 2 reserving, 1 pending")
     usage = kueue.get("ClusterQueue", cq)["status"]["flavorsReservation"]
     assert usage[0]["resources"][0]["name"] == "cpu" and str(usage[0]["resources"][0]["total"]) == "8"
     assert o.is_true(kueue.get("ClusterQueue", cq), "Active")

@@ -119,8 +119,11 @@ class QuotaTree:
         self._holders: dict[str, set[WorkloadKey]] = {}
         self._cq_stats: dict[str, QueueStats] = {}
         self._lq_stats: dict[LocalQueueKey, QueueStats] = {}
-        #: Grows whenever quotas, weights or the shape of any tree change (what a share depends on besides usage).
+        #: Grows whenever quotas, weights or the shape of any tree change (what a share depends on besides usage;
+        #: see :meth:`_refresh`).
         self.shape_version = 0
+        #: Root cohort name -> (its node, the shape version, the names of its ClusterQueues) (see :meth:`tree_of`).
+        self._tree_names: dict[str, tuple[QuotaNode, int, frozenset[str]]] = {}
 
     # --- shape: ClusterQueues -------------------------------------------------------------
 
@@ -130,7 +133,6 @@ class QuotaTree:
         A new node starts with the usage Workloads already hold there (they
         may have been admitted before the ClusterQueue was known).
         """
-        self.shape_version += 1
         affected: set[str] = set()
         node = self._leaves.get(name)
         old_root = root_of(node) if node is not None else None
@@ -147,15 +149,14 @@ class QuotaTree:
         if old_cohort is not None and old_cohort is not node.parent:
             self._prune_cohort(old_cohort.name)
         if old_root is not None and old_root is not root_of(node):
-            refresh_tree(old_root)
+            self._refresh(old_root)
             affected |= _leaf_names(old_root)
-        refresh_tree(root_of(node))
+        self._refresh(root_of(node))
         affected |= self.tree_of(name)
         return node, affected
 
     def remove_cluster_queue(self, name: str) -> set[str]:
         """Drop a ClusterQueue's node (its Workloads' usage is kept); it and its former cohort peers."""
-        self.shape_version += 1
         affected = {name}
         node = self._leaves.pop(name, None)
         if node is None:
@@ -164,7 +165,7 @@ class QuotaTree:
         node.set_parent(None)
         if cohort is not None:
             root = root_of(cohort)
-            refresh_tree(root)
+            self._refresh(root)
             affected |= _leaf_names(root)
             self._prune_cohort(cohort.name)
         return affected
@@ -200,7 +201,6 @@ class QuotaTree:
 
     def _reshape(self, node: QuotaNode, cohort: Cohort | None) -> set[str]:
         """Apply a Cohort object's quota and parent to its node, then refresh the trees involved."""
-        self.shape_version += 1
         old_root = root_of(node)
         old_parent = node.parent
         node.quotas = quotas_from_groups(cohort.spec.resource_groups) if cohort else {}
@@ -214,9 +214,14 @@ class QuotaTree:
         new_root = root_of(node)
         affected: set[str] = set()
         for root in [old_root] if old_root is new_root else [old_root, new_root]:
-            refresh_tree(root)
+            self._refresh(root)
             affected |= _leaf_names(root)
         return affected
+
+    def _refresh(self, root: QuotaNode) -> None:
+        """Recompute a tree after its quotas or shape changed (every such change ends here)."""
+        refresh_tree(root)
+        self.shape_version += 1
 
     def _prune_cohort(self, name: str) -> None:
         """Drop an implicit cohort node nothing refers to any more."""
@@ -227,17 +232,25 @@ class QuotaTree:
         node.set_parent(None)
         del self._cohort_nodes[name]
         if parent is not None:
-            refresh_tree(root_of(parent))
+            self._refresh(root_of(parent))
             self._prune_cohort(parent.name)
 
     # --- reading the shape ------------------------------------------------------------------
 
-    def tree_of(self, cq_name: str) -> set[str]:
-        """The ClusterQueue and every ClusterQueue sharing its cohort tree."""
+    def tree_of(self, cq_name: str) -> frozenset[str]:
+        """The ClusterQueue and every ClusterQueue sharing its cohort tree.
+
+        The names of a tree are kept until the shape changes: every Workload admitted or released
+        asks for them, and a cohort of 100 ClusterQueues made that a walk of 100 nodes each time.
+        """
         node = self._leaves.get(cq_name)
         if node is None or node.parent is None:
-            return {cq_name}
-        return {cq_name} | _leaf_names(root_of(node))
+            return frozenset((cq_name,))
+        root = root_of(node)
+        known = self._tree_names.get(root.name)
+        if known is None or known[0] is not root or known[1] != self.shape_version:
+            known = self._tree_names[root.name] = (root, self.shape_version, frozenset(_leaf_names(root)))
+        return known[2]
 
     def cohort_root(self, cq_name: str) -> str:
         """A name identifying the ClusterQueue's quota tree (the queue itself without a cohort)."""

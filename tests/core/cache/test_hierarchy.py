@@ -139,3 +139,24 @@ def test_stats_of_unknown_queues_are_empty() -> None:
     assert tree.cluster_queue_stats("none") == QueueStats()
     assert tree.local_queue_stats(("ns", "none")) == QueueStats()
     assert tree.usage("none") == {}
+
+
+def test_the_names_of_a_tree_follow_every_change_of_its_shape(build: Build) -> None:
+    """``tree_of`` keeps each tree's names until its shape changes: joining, leaving and moving queues,
+    and a Cohort object giving the tree a new root, all show at once."""
+    tree = tree_with(build, a={"cohortName": "team"}, b={"cohortName": "team"})
+    assert tree.tree_of("a") == {"a", "b"}
+    tree.put_cluster_queue("c", build.cluster_queue("c", cohortName="team").spec)
+    assert tree.tree_of("a") == {"a", "b", "c"} and tree.tree_of("c") == {"a", "b", "c"}
+    tree.put_cluster_queue("b", build.cluster_queue("b", cohortName="other").spec)
+    assert tree.tree_of("a") == {"a", "c"} and tree.tree_of("b") == {"b"}
+    tree.remove_cluster_queue("c")
+    assert tree.tree_of("a") == {"a"}
+    cohorts = {"team": build.cohort("team", parent="top"), "other": build.cohort("other", parent="top")}
+    joined = QuotaTree(cohorts)
+    for name, cohort_name in (("a", "team"), ("b", "other")):
+        joined.put_cluster_queue(name, build.cluster_queue(name, cohortName=cohort_name).spec)
+    assert joined.tree_of("a") == {"a", "b"}
+    cohorts["other"] = build.cohort("other")  # no parent any more: its own tree
+    joined.reshape_cohort("other")
+    assert joined.tree_of("a") == {"a"} and joined.tree_of("b") == {"b"}

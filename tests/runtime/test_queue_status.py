@@ -7,6 +7,7 @@ scheduler's Workload writes (decisions, "The full baseline ... generation").
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -127,3 +128,21 @@ async def test_a_quiet_queue_is_skipped_and_a_change_is_written_and_reported(
         assert _pending_gauge(name) == 1 and writer.writes["ClusterQueue"] == 2
     finally:
         metrics.set_replica_role(role)
+
+
+async def test_changing_cluster_queues_do_not_starve_a_local_queue_and_syncs_do_not_overlap(
+    kueue: o.Kueue, admin_kube: Callable[[int], AsyncKube], namespace: str
+) -> None:
+    """A ClusterQueue whose status changes at every sync is written in turn with the others, not before them
+    every time; a sync called while one is writing returns at once (side by side, both picked the same queues)."""
+    kube = admin_kube(0)
+    cache, names = _cache_with_cluster_queues(kueue, namespace, 2)
+    cache.upsert_local_queue(LocalQueue.from_k8s(kueue.create(o.local_queue(namespace, "lq", names[0]))))
+    writer = QueueStatusWriter(kube, cache, writes_per_sync=1)
+
+    await asyncio.gather(writer.sync(), writer.sync())
+    assert sum(writer.writes.values()) == 1, "the second sync found the first one writing and left"
+    for i in range(3):  # one Workload more each time: the first ClusterQueue and the LocalQueue change
+        cache.upsert_workload(Workload.from_k8s(kueue.create(o.workload(namespace, f"w-{i}", "lq", {"cpu": "1"}))))
+        await writer.sync()
+    assert writer.writes == {"ClusterQueue": 3, "LocalQueue": 1}, "each queue's turn came, the changing one's again"

@@ -737,6 +737,8 @@ def may_free_enough(
             return True
         if node.parent is None or policy.reclaim_within_cohort == ReclaimWithinCohortPolicy.NEVER:
             return False
+        if not others_while_borrowing and any(borrows(node, fr, amount) for fr, amount in usage.items()):
+            return False  # it would still borrow, whatever other queues give back: no run takes from them
         for leaf in list(_leaves_above_quota(root_of(node), usage)):  # listed first: removals change the index
             if leaf is not node:
                 journal.remove(leaf, {fr: leaf.usage[fr] for fr in usage if fr in leaf.usage})

@@ -320,9 +320,8 @@ def cluster_queue_path(node: QuotaNode) -> str:
 def _within_nominal(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
     """Upstream's ``IsWithinNominalInResources``: the node's usage is at most its (subtree) quota in every pair.
 
-    A plain loop, not ``all()`` over a generator: a plan asks it of every
-    ClusterQueue of its cohort (100 with upstream's large-scale generator),
-    and the generator's set-up was most of the cost.
+    A plain loop, not ``all()`` over a generator (whose set-up was most of
+    the cost): a search asks it for every candidate it tries.
     """
     usage, quota = node.usage, node.subtree_quota
     for fr in frs:
@@ -713,7 +712,7 @@ def may_free_enough(
     ClusterQueues most plans weighed a few hundred candidates to find they
     were not enough (upstream's large-scale generator: two thirds of the
     plans, mostly small Workloads in queues above their nominal quota, which
-    may only reclaim without borrowing), at about twenty times this cost.
+    may only reclaim without borrowing), at about nine times this cost.
     """
     usage = preemptor.usage
     # Whether a run that lets the preemptor borrow may take other queues' Workloads: with borrowWithinCohort

@@ -157,7 +157,7 @@ from multikueue.core.preemption import (
     satisfies_policy,
 )
 from multikueue.core.partial import can_be_partially_admitted, reduce_counts
-from multikueue.core.quota import ZERO, FlavorResource, QuotaNode, add_usage, remove_usage, root_of
+from multikueue.core.quota import ZERO, FlavorResource, QuotaNode, add_usage, remove_usage, root_of, set_usage
 
 __all__ = ["AdmissionDecision", "CycleResult", "PendingUpdate", "PreemptionDecision", "schedule"]
 
@@ -338,7 +338,7 @@ class _CycleUsage:
                 add_usage(node, fr, -amount)
             for touched in fresh:
                 if touched.usage.get(fr) == ZERO:
-                    del touched.usage[fr]
+                    set_usage(touched, fr, None)
 
 
 def _without_entry(node: QuotaNode | None, fr: FlavorResource) -> list[QuotaNode]:

@@ -661,6 +661,16 @@ def _candidates(sim: Simulation, policy: ClusterQueuePreemption, now: datetime) 
     )
 
 
+def _own_priority_may_go(policy: ClusterQueuePreemption, preemptor: Preemptor, priority: int) -> bool:
+    """Whether ``withinClusterQueue`` may let the preemptor take some Workload of its own queue at ``priority``
+    (an equal one only under ``LowerOrNewerEqualPriority``, if queued after it: counted as possible)."""
+    within = policy.within_cluster_queue
+    if within == WithinClusterQueuePolicy.NEVER:
+        return False
+    equal_too = within == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    return priority < preemptor.priority or (equal_too and priority == preemptor.priority)
+
+
 def may_find_candidates(
     preemptor: Preemptor, node: QuotaNode, policy: ClusterQueuePreemption, own_priorities: Iterable[int]
 ) -> bool:
@@ -675,11 +685,8 @@ def may_find_candidates(
     Workloads to preemption, and in upstream's scalability test 98 % of those
     plans found nobody: each one copied the tree and weighed every holder.
     """
-    within = policy.within_cluster_queue
-    if within != WithinClusterQueuePolicy.NEVER:
-        equal_too = within == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-        if any(p < preemptor.priority or (equal_too and p == preemptor.priority) for p in own_priorities):
-            return True
+    if any(_own_priority_may_go(policy, preemptor, p) for p in own_priorities):
+        return True
     if node.parent is None or policy.reclaim_within_cohort == ReclaimWithinCohortPolicy.NEVER:
         return False
     used = preemptor.usage.keys()
@@ -726,12 +733,9 @@ def may_free_enough(
         walk = walk.parent
     journal = _UsageJournal()
     try:
-        within = policy.within_cluster_queue
-        if within != WithinClusterQueuePolicy.NEVER:
-            equal_too = within == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-            for priority, summed in own_usage.items():
-                if priority < preemptor.priority or (equal_too and priority == preemptor.priority):
-                    journal.remove(node, summed)
+        for priority, summed in own_usage.items():
+            if _own_priority_may_go(policy, preemptor, priority):
+                journal.remove(node, summed)
         if _fits(node, usage, allow_borrowing=True):
             return True
         if node.parent is None or policy.reclaim_within_cohort == ReclaimWithinCohortPolicy.NEVER:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -107,9 +108,10 @@ class PodSetRequest:
     #: The fewest pods it may run with (partial admission, :mod:`multikueue.core.partial`); ``None``: all of them.
     min_count: int | None = None
 
-    @property
-    def total(self) -> Requests:
-        """Per-pod requests times the pod count."""
+    @cached_property
+    def total(self) -> Mapping[str, Decimal]:
+        """Per-pod requests times the pod count (computed once: read by every flavor assignment of the
+        Workload, each cycle it is a candidate; do not change it)."""
         return scaled(self.per_pod, self.count)
 
     @classmethod
@@ -314,7 +316,7 @@ def assign_flavors(
     for pod_set in pod_sets:
         total = pod_set.total
         if counts_pods:
-            total[PODS] = Decimal(pod_set.count)
+            total = {**total, PODS: Decimal(pod_set.count)}
         chosen: dict[str, str] = {}
         for resource in sorted(total):
             if resource in chosen:

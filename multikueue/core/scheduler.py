@@ -376,6 +376,8 @@ class _Cycle:
     #: (the cycle only adds assumptions, which are never victims).
     holders: dict[str, list[QuotaHolder]] = field(default_factory=dict)
     own: dict[str, _OwnHolders] = field(default_factory=dict)
+    #: The quota trees whose holders :meth:`own_holders` grouped this cycle.
+    own_grouped: set[str] = field(default_factory=set)
     #: Per quota tree, what preemption weighs of each holder that is not assumed, by key (see :meth:`victims_of`).
     victims_by_tree: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
     #: Per quota tree, the same grouped by ClusterQueue name (see :meth:`victims_by_queue`).
@@ -433,17 +435,32 @@ class _Cycle:
         return grouped
 
     def own_holders(self, cq_name: str) -> _OwnHolders:
+        """The ClusterQueue's own holders (not assumed), grouped for its whole tree in one pass.
+
+        Once per tree and cycle: grouping per ClusterQueue was a pass over
+        every holder of the tree for each queue that weighed a preemption
+        (a tenth of the scheduler's time with upstream's large-scale
+        generator, 100 queues and a few thousand holders per tree).
+        """
         own = self.own.get(cq_name)
         if own is None:
-            own = self.own[cq_name] = _OwnHolders()
-            for holder in self.holders_of(cq_name):
-                if holder.cluster_queue != cq_name or holder.assumed:
-                    continue
-                summed = own.by_priority.setdefault(holder.priority, {})
-                for fr, amount in holder.usage.items():
-                    summed[fr] = summed.get(fr, ZERO) + amount
-                own.members.setdefault(holder.priority, []).append(holder)
-                own.by_key[holder.key] = holder
+            tree = self.cache.cohort_root(cq_name)
+            if tree not in self.own_grouped:
+                self.own_grouped.add(tree)
+                for holder in self.holders_of(cq_name):
+                    if holder.assumed:
+                        continue
+                    group = self.own.get(holder.cluster_queue)
+                    if group is None:
+                        group = self.own[holder.cluster_queue] = _OwnHolders()
+                    summed = group.by_priority.setdefault(holder.priority, {})
+                    for fr, amount in holder.usage.items():
+                        summed[fr] = summed.get(fr, ZERO) + amount
+                    group.members.setdefault(holder.priority, []).append(holder)
+                    group.by_key[holder.key] = holder
+            own = self.own.get(cq_name)
+            if own is None:
+                own = self.own[cq_name] = _OwnHolders()
         return own
 
 

@@ -42,7 +42,7 @@ report changed into dirty marks; the parts never call each other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -469,9 +469,9 @@ class Cache:
         """The ClusterQueue's spec, quota node and Active state, or ``None``."""
         return self._store.cluster_queue_state(name)
 
-    def local_queues_of(self, cq_name: str) -> list[LocalQueueKey]:
+    def local_queues_of(self, cq_name: str) -> Sequence[LocalQueueKey]:
         """Existing LocalQueues pointing at the ClusterQueue, sorted."""
-        return sorted(self._store.local_queues_in(cq_name))
+        return self._store.local_queues_sorted(cq_name)
 
     def candidates(self, cq_name: str, local_queues: Iterable[LocalQueueKey], now: datetime) -> Iterator[PendingWorkload]:
         """The ClusterQueue's pending Workloads a cycle may admit now (not parked, not backing off), in queue

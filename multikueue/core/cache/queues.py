@@ -205,8 +205,10 @@ class PendingQueues:
         #: upstream's bulk-move hashes until its next requeue, and alone starts that wake
         #: (:meth:`_waits_for_release`); the map goes once it is empty and nothing is parked there.
         self._kinds_parked: dict[str, dict[tuple[int, str], _Park]] = {}
-        #: Pending Workloads :meth:`unpark`-ed by name: looked at once more even if an equal one is parked.
-        self._rechecked: set[WorkloadKey] = set()
+        #: Pending Workloads :meth:`unpark`-ed by name: looked at once more even if an equal one is parked;
+        #: each with its LocalQueue, and the same by LocalQueue (a walk reads its queues' only).
+        self._rechecked: dict[WorkloadKey, LocalQueueKey] = {}
+        self._rechecked_in: dict[LocalQueueKey, set[WorkloadKey]] = {}
         #: ClusterQueues where a Workload gave quota back or took some, to when all their parked Workloads wake
         #: (``None``: no cycle has started since, the time is set by the next :meth:`take_dirty`).
         self._batched: dict[str, datetime | None] = {}
@@ -279,7 +281,10 @@ class PendingQueues:
         if changed:
             self._unpark(key)  # what it asks, or whether it waits at all, changed
         if new is None:
-            self._rechecked.discard(key)
+            self._drop_recheck(key)
+        elif self._rechecked.get(key, new.local_queue) != new.local_queue:
+            self._drop_recheck(key)  # it moved to another LocalQueue: still looked at once more, there
+            self._add_recheck(key, new.local_queue)
         if changed and not quiet:
             for entry in (old, new):
                 if entry is not None:
@@ -327,10 +332,11 @@ class PendingQueues:
         if _tried(entry):
             _decrement(self._tried, entry.local_queue)
         elif entry.requeue_at is not None:
-            keys = self._backing_off[entry.local_queue]
-            keys.discard(entry.key)
-            if not keys:
-                del self._backing_off[entry.local_queue]
+            keys = self._backing_off.get(entry.local_queue)  # gone when inadmissible_count saw its backoff end
+            if keys is not None:
+                keys.discard(entry.key)
+                if not keys:
+                    del self._backing_off[entry.local_queue]
         if entry.priority_class is not None:
             keys = self._by_priority_class.get(entry.priority_class)
             if keys is not None:
@@ -369,10 +375,14 @@ class PendingQueues:
         woken = self._woken.get(cq_name, 0)
         # Workloads unparked by name, by band: a band passed over still gives them (taken once: the set only
         # shrinks during a cycle, and one that left is skipped below).
+        # Only the walked LocalQueues' (all of them was a pass over every Workload unparked anywhere, for each
+        # ClusterQueue of a cycle).
+        local_queues = tuple(local_queues)
         rechecked: dict[tuple[LocalQueueKey, int], list[tuple[tuple[int, datetime, str, str], WorkloadKey]]] = {}
-        for key in self._rechecked:
-            if (entry := pending.get(key)) is not None:
-                rechecked.setdefault((entry.local_queue, entry.priority), []).append((entry.order, key))
+        for lq in local_queues:
+            for key in self._rechecked_in.get(lq, ()):
+                if (entry := pending.get(key)) is not None:
+                    rechecked.setdefault((entry.local_queue, entry.priority), []).append((entry.order, key))
         for items in rechecked.values():
             items.sort()
         walks = [self._walk(lq, cq_name, kinds, woken, rechecked) for lq in local_queues if lq in self._ordered]
@@ -452,10 +462,15 @@ class PendingQueues:
         pass over every pending Workload (with upstream's large-scale
         generator, 50,000 of them, that pass was a tenth of the controller's CPU).
         """
-        backing_off = sum(
-            1 for k in self._backing_off.get(key, ()) if (at := self._pending[k].requeue_at) is not None and at > now
-        )
-        return self._tried.get(key, 0) + backing_off
+        keys = self._backing_off.get(key)
+        if not keys:
+            return self._tried.get(key, 0)
+        ended = [k for k in keys if (at := self._pending[k].requeue_at) is None or at <= now]
+        if ended:  # a backoff that ended does not start again without a new entry: forgotten, not counted again
+            keys.difference_update(ended)
+            if not keys:
+                del self._backing_off[key]
+        return self._tried.get(key, 0) + len(keys)
 
     def with_priority_class(self, name: str) -> list[WorkloadKey]:
         """Pending Workloads whose priority comes from this WorkloadPriorityClass (a snapshot list)."""
@@ -520,7 +535,7 @@ class PendingQueues:
             self._for_victims_in[cq_name] = self._for_victims_in.get(cq_name, 0) + 1
         self._unpark(key)
         self._parked[key] = mark
-        self._rechecked.discard(key)
+        self._drop_recheck(key)
 
     def is_parked(self, key: WorkloadKey, cq_name: str) -> bool:
         """Whether the Workload is parked for this ClusterQueue, or an equal one is (see :meth:`park`), and
@@ -548,8 +563,22 @@ class PendingQueues:
     def unpark(self, key: WorkloadKey) -> None:
         """Have cycles look at the Workload again (once, even if an equal one is parked)."""
         self._unpark(key)
-        if key in self._pending:
-            self._rechecked.add(key)
+        entry = self._pending.get(key)
+        if entry is not None:
+            self._add_recheck(key, entry.local_queue)
+
+    def _add_recheck(self, key: WorkloadKey, local_queue: LocalQueueKey) -> None:
+        self._rechecked[key] = local_queue
+        self._rechecked_in.setdefault(local_queue, set()).add(key)
+
+    def _drop_recheck(self, key: WorkloadKey) -> None:
+        local_queue = self._rechecked.pop(key, None)
+        if local_queue is None:
+            return
+        keys = self._rechecked_in[local_queue]
+        keys.discard(key)
+        if not keys:
+            del self._rechecked_in[local_queue]
 
     def _unpark(self, key: WorkloadKey) -> None:
         old = self._parked.pop(key, None)

@@ -50,6 +50,10 @@ CYCLE_COALESCE_MAX_SECONDS = 0.1
 #: (those that do not fit are parked; the next cycle goes on after them). Upstream looks at one head per queue per
 #: cycle; walking every pending Workload of every changed queue at each cycle was most of our CPU.
 HEADS_PER_QUEUE = 8
+#: A cycle looks at whole quota trees until about this many ClusterQueues and leaves the other changed trees to
+#: the next one, so the event loop (quota given back, writes answered) is not held for the whole of a large
+#: installation's cycle (upstream's large-scale generator: 1,000 ClusterQueues, 0.2-0.6 s cycles).
+MAX_QUEUES_PER_CYCLE = 200
 #: Bound on concurrent admission writes.
 WRITE_CONCURRENCY = 32
 #: Bound on concurrent evictions, apart from the admissions': an eviction is decided on a victim that may be
@@ -384,7 +388,8 @@ class SchedulingLoop:
                 started = time.monotonic()
                 with metrics.SCHEDULING_CYCLE.time():
                     result = schedule(
-                        self.cache, utcnow(), self.fair_sharing, heads_per_queue=HEADS_PER_QUEUE, memo=self._memo
+                        self.cache, utcnow(), self.fair_sharing, heads_per_queue=HEADS_PER_QUEUE, memo=self._memo,
+                        max_queues=MAX_QUEUES_PER_CYCLE,
                     )
                 took = time.monotonic() - started
                 coalesce = min(CYCLE_COALESCE_MAX_SECONDS, max(CYCLE_COALESCE_SECONDS, took))

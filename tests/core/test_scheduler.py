@@ -1702,3 +1702,86 @@ def test_the_cycle_memo_weighs_each_holder_once_until_it_changes(monkeypatch: py
     cache.recheck(("default", "high"))
     assert schedule(cache, NOW, memo=memo).preempted
     assert sorted(built) == ["low-a", "low-a", "low-b"], "a changed holder is weighed again"
+
+
+# --- a cycle's share of the quota trees, and assignments kept while a tree is unchanged -------------------
+
+
+def trees_cache(trees: int, queues: int) -> Cache:
+    """``trees`` cohorts of ``queues`` ClusterQueues (cpu 4 each) with one LocalQueue each."""
+    cache = Cache()
+    cache.upsert_namespace("default", {"kubernetes.io/metadata.name": "default"})
+    cache.upsert_flavor(flavor())
+    for t in range(trees):
+        for q in range(queues):
+            cache.upsert_cluster_queue(cluster_queue(f"cq-{t}-{q}", {"default-flavor": {"cpu": 4}}, cohortName=f"tree-{t}"))
+            cache.upsert_local_queue(local_queue(f"lq-{t}-{q}", cq=f"cq-{t}-{q}"))
+    return cache
+
+
+def test_a_cycle_takes_whole_quota_trees_up_to_its_share_and_the_next_one_the_rest() -> None:
+    """With ``max_queues``, a cycle decides whole trees, the trees it left go first next time, and every
+    Workload is admitted as without the bound, over a few cycles instead of one."""
+    cache = trees_cache(trees=3, queues=3)
+    for t in range(3):
+        for q in range(3):
+            cache.upsert_workload(workload(f"wl-{t}-{q}", "3", queue=f"lq-{t}-{q}"))
+    memo = CycleMemo()
+    first = schedule(cache, NOW, memo=memo, max_queues=4)
+    assert first.more
+    assert {key[1].rsplit("-", 1)[0] for key in (d.key for d in first.admitted)} == {"wl-0"}
+    assert memo.postponed == ["cohort/tree-1", "cohort/tree-2"]
+    # A change in the first tree meanwhile does not put it ahead of the trees left over.
+    cache.upsert_workload(workload("late-0", "1", queue="lq-0-0"))
+    second = schedule(cache, NOW, memo=memo, max_queues=4)
+    assert {d.key[1].rsplit("-", 1)[0] for d in second.admitted} == {"wl-1"}
+    assert second.more and memo.postponed == ["cohort/tree-2", "cohort/tree-0"]
+    third = schedule(cache, NOW, memo=memo, max_queues=4)  # tree-2's three queues and tree-0's one changed
+    assert {d.key[1] for d in third.admitted} == {"wl-2-0", "wl-2-1", "wl-2-2", "late-0"}
+    assert not third.more and memo.postponed == []
+    assert schedule(cache, NOW, memo=memo, max_queues=4) == CycleResult()
+
+
+def test_a_tree_larger_than_the_share_is_decided_in_one_cycle() -> None:
+    cache = trees_cache(trees=2, queues=3)
+    for t in range(2):
+        for q in range(3):
+            cache.upsert_workload(workload(f"wl-{t}-{q}", "3", queue=f"lq-{t}-{q}"))
+    memo = CycleMemo()
+    first = schedule(cache, NOW, memo=memo, max_queues=2)
+    assert len(first.admitted) == 3 and first.more  # tree-0 whole, although larger than 2
+    second = schedule(cache, NOW, memo=memo, max_queues=2)
+    assert len(second.admitted) == 3 and not second.more
+
+
+def test_a_deferred_borrower_is_assigned_again_only_when_its_tree_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A borrower decided after the rounds keeps its assignment when nothing changed its tree since, and is
+    assigned again (and not over-committed) when a later round admitted in its tree."""
+    from multikueue.core import scheduler
+
+    calls: list[str] = []
+    real = scheduler.assign_flavors
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append("assign")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scheduler, "assign_flavors", counting)
+    # Unchanged: one borrower alone in its tree, assigned once.
+    cache = cohort_cache({"nominalQuota": 5}, {"nominalQuota": 5})
+    cache.upsert_workload(workload("a-borrow", "6", queue="queue-a"))
+    assert names(schedule(cache, NOW)) == ["a-borrow"]
+    assert len(calls) == 1  # before: twice, once in its round and once after the rounds
+    # Changed: a second-round candidate of the other queue takes quota within its nominal after the
+    # borrower was deferred; the borrower is assigned again and no longer fits.
+    calls.clear()
+    cache = cohort_cache({"nominalQuota": 5}, {"nominalQuota": 5})
+    cache.upsert_workload(workload("a-borrow", "6", queue="queue-a", age=10))
+    cache.upsert_workload(workload("b-1", "2", queue="queue-b", age=9))
+    cache.upsert_workload(workload("b-2", "3", queue="queue-b", age=8))
+    result = schedule(cache, NOW)
+    assert names(result) == ["b-1", "b-2"]
+    assert "a-borrow" in pending(result)
+    # a-borrow and b-1 in round 1, a-borrow again after b-1 was admitted (then deferred), b-2 in round 2,
+    # a-borrow again after b-2 was admitted.
+    assert len(calls) == 5

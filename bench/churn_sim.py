@@ -140,6 +140,7 @@ class Simulation:
         seed: int = 0,
         runner_write: float = 0.0,
         runner_write_after: float = 0.04,
+        max_queues: int | None = None,
     ) -> None:
         self.cache = Cache(requeue_batch=timedelta(seconds=requeue_batch))
         self.latency, self.coalesce = latency, coalesce
@@ -155,6 +156,7 @@ class Simulation:
         self._seq = itertools.count()
         self._cycle_at: float | None = None
         self._memo = CycleMemo()  # handed from cycle to cycle, as the scheduling loop does
+        self.max_queues = max_queues
         self._created: dict[WorkloadKey, tuple[float, str, float]] = {}  # created, class, runtime (s)
         self._runs: dict[WorkloadKey, int] = {}  # which admission a finish belongs to
         self._admitted_at: dict[WorkloadKey, float] = {}  # when each Workload was last admitted
@@ -224,7 +226,8 @@ class Simulation:
             return  # superseded by an earlier one
         self._cycle_at = None
         self.figures.cycles += 1
-        result: CycleResult = schedule(self.cache, EPOCH + timedelta(seconds=now), heads_per_queue=8, memo=self._memo)
+        result: CycleResult = schedule(self.cache, EPOCH + timedelta(seconds=now), heads_per_queue=8, memo=self._memo,
+                                          max_queues=self.max_queues)
         for decision in result.admitted:
             self._at(now + self.latency, lambda d=decision, t=now: self._confirm(d, t))
         for preemption in result.preempted:
@@ -406,11 +409,15 @@ def main() -> int:
                              "baseline's generation phase with ours, 0.09 with upstream's); 0: a fixed --runner-lag")
     parser.add_argument("--runner-write-after", type=float, default=0.04,
                         help="the runner's write time once every Workload is created (default 0.04)")
+    parser.add_argument("--max-queues", type=int, default=0,
+                        help="a cycle takes whole quota trees up to this many ClusterQueues, the rest the next cycle "
+                             "(the scheduling loop's MAX_QUEUES_PER_CYCLE); 0: every changed tree in one cycle (default)")
     args = parser.parse_args()
     sim = Simulation(_load(args.generator), latency=args.latency, coalesce=args.coalesce,
                      requeue_batch=args.requeue_batch, runner_lag=args.runner_lag, release_grace=args.release_grace,
                      arrival_stretch=args.arrival_stretch, arrival_jitter=args.arrival_jitter, seed=args.seed,
-                     runner_write=args.runner_write, runner_write_after=args.runner_write_after)
+                     runner_write=args.runner_write, runner_write_after=args.runner_write_after,
+                     max_queues=args.max_queues or None)
     figures = sim.run()
     print(f"simulated {figures.end:.1f} s, {figures.cycles} cycles, {figures.finished} finished; "
           f"latency {args.latency} s, coalesce {args.coalesce} s, requeue batch {args.requeue_batch} s, "

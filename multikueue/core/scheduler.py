@@ -123,7 +123,7 @@ configured strategies (reasons ``InClusterQueue``, ``InCohortReclamation``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -219,11 +219,15 @@ class CycleMemo:
     of a holder (:func:`_candidate`) is built once per holder, not once per
     holder and cycle (``now`` only stands in for a missing
     ``creationTimestamp``, which the API server always sets). A cycle that
-    weighed holders keeps only those (give or take :data:`MEMO_SLACK`): an
-    entry for a holder that changed keeps its old Workload object alive.
+    weighed a quota tree's holders keeps only those of that tree (give or
+    take :data:`MEMO_SLACK`): an entry for a holder that changed keeps its
+    old Workload object alive. A tree not weighed again keeps its last
+    entries (one tree's holders at most; the price of not passing over
+    every tree's entries in each cycle that takes only some trees).
     """
 
-    candidates: dict[WorkloadKey, tuple[QuotaHolder, AdmittedWorkload]] = field(default_factory=dict)
+    #: Per quota tree, by holder.
+    candidates: dict[str, dict[WorkloadKey, tuple[QuotaHolder, AdmittedWorkload]]] = field(default_factory=dict)
     #: The ClusterQueues whose candidate preempted (or waited for its victims) in the last cycle that looked
     #: at them: a cycle that looks at a ClusterQueue of their quota tree looks at them too (see
     #: :func:`schedule`). Which queues to look at, not what to decide: a lost memo costs one cycle's hold.
@@ -231,22 +235,21 @@ class CycleMemo:
     #: Quota trees a cycle left for the next one (``max_queues``), in the order to take them first.
     postponed: list[str] = field(default_factory=list)
 
-    def candidate(self, holder: QuotaHolder, now: datetime, used: set[WorkloadKey]) -> AdmittedWorkload:
-        used.add(holder.key)
-        known = self.candidates.get(holder.key)
+    def candidate(self, holder: QuotaHolder, now: datetime, tree: str) -> AdmittedWorkload:
+        in_tree = self.candidates.setdefault(tree, {})
+        known = in_tree.get(holder.key)
         if known is None or known[0] is not holder:
-            known = self.candidates[holder.key] = (holder, _candidate(holder, now))
+            known = in_tree[holder.key] = (holder, _candidate(holder, now))
         return known[1]
 
-    def prune(self, used: set[WorkloadKey], looked_at: Callable[[str], bool]) -> None:
-        """Keep the candidates this cycle used and those of ClusterQueues it did not look at (a cycle that
-        took only some quota trees keeps the others' for the cycle that takes them)."""
-        if used and len(self.candidates) > len(used) + MEMO_SLACK:
-            self.candidates = {
-                key: known
-                for key, known in self.candidates.items()
-                if key in used or not looked_at(known[1].cluster_queue)
-            }
+    def prune(self, weighed: Mapping[str, Collection[WorkloadKey]]) -> None:
+        """In each quota tree whose holders this cycle weighed, keep those it weighed (give or take
+        :data:`MEMO_SLACK`); other trees' entries stay, without a pass over them (a cycle may take only
+        some trees, ``max_queues``)."""
+        for tree, used in weighed.items():
+            in_tree = self.candidates.get(tree)
+            if in_tree is not None and len(in_tree) > len(used) + MEMO_SLACK:
+                self.candidates[tree] = {key: known for key, known in in_tree.items() if key in used}
 
 
 @dataclass
@@ -414,8 +417,6 @@ class _Cycle:
     #: Candidates that fit only by borrowing, decided after every round (see :func:`_decide`).
     deferred: list[_Entry] = field(default_factory=list)
     memo: CycleMemo = field(default_factory=CycleMemo)
-    #: Holders whose candidate this cycle used (what :meth:`CycleMemo.prune` keeps).
-    memo_used: set[WorkloadKey] = field(default_factory=set)
 
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
         tree = self.cache.cohort_root(cq_name)
@@ -434,7 +435,9 @@ class _Cycle:
         found = self.victims_by_tree.get(tree)
         if found is None:
             found = self.victims_by_tree[tree] = {
-                h.key: self.memo.candidate(h, self.now, self.memo_used) for h in self.holders_of(cq_name) if not h.assumed
+                h.key: self.memo.candidate(h, self.now, tree)
+                for h in self.holders_of(cq_name)
+                if not h.assumed
             }
         return found
 
@@ -533,8 +536,7 @@ def schedule(
         _decide_deferred(cycle)
     finally:
         cycle.usage.undo()  # the preemptors' held usage is for this cycle only
-        trees = {cache.cohort_root(name) for name in cluster_queues}
-        cycle.memo.prune(cycle.memo_used, lambda name: cache.cohort_root(name) in trees)
+        cycle.memo.prune(cycle.victims_by_tree)
     memo.preempting = (memo.preempting - cluster_queues) | result.planned_preemption
 
     result.next_cycle_at = cache.next_requeue_at()

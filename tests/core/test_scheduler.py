@@ -1785,3 +1785,22 @@ def test_a_deferred_borrower_is_assigned_again_only_when_its_tree_changed(monkey
     # a-borrow and b-1 in round 1, a-borrow again after b-1 was admitted (then deferred), b-2 in round 2,
     # a-borrow again after b-2 was admitted.
     assert len(calls) == 5
+
+
+def test_the_memo_prunes_only_the_trees_a_cycle_weighed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle that took one tree keeps the other trees' weighed holders for the cycle that takes them."""
+    from multikueue.core import scheduler
+
+    monkeypatch.setattr(scheduler, "MEMO_SLACK", 0)
+    cache = trees_cache(trees=2, queues=1)
+    for t in range(2):
+        cache.upsert_workload(workload(f"wl-{t}", "3", queue=f"lq-{t}-0"))
+    for decision in schedule(cache, NOW).admitted:
+        confirm(cache, decision)
+    memo = CycleMemo()
+    for t in range(2):
+        [holder] = cache.quota_holders(f"cq-{t}-0")
+        memo.candidate(holder, NOW, f"cohort/tree-{t}")
+    memo.prune({"cohort/tree-0": set()})  # tree-0 weighed, its holder no longer among those weighed
+    assert memo.candidates.get("cohort/tree-0") == {}
+    assert set(memo.candidates["cohort/tree-1"]) == {("default", "wl-1")}

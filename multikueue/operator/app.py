@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import os
 import signal
@@ -439,10 +440,20 @@ async def run_controller(options: ControllerOptions) -> None:
         await kube.close()
 
 
+#: The cyclic garbage collector's thresholds for the controller process (Python's defaults: 700, 10, 10).
+#: The controller keeps a large heap of long-lived objects (every Workload, queue and quota node) and
+#: allocates fast while it schedules; with the defaults, collections that walked that heap and found nothing
+#: (almost everything is freed by reference counting) took 30 % of the CPU in the scheduler simulation of
+#: upstream's large-scale generator (``bench/churn_sim.py``; 8.9 of 29.2 s), against 2.2 of 20.5 s with these.
+#: Reference cycles are still collected, less often; the longest pause measured there was 0.16 s.
+GC_THRESHOLDS = (10_000, 10, 100)
+
+
 def main(options: ControllerOptions) -> int:
     # A signal mask survives fork and exec: started by a parent that blocks SIGTERM (some process supervisors and
     # test harnesses do), the controller would never see a Pod's termination and be killed mid-write instead.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         asyncio.run(run_controller(options))
     except StartupError as exc:

@@ -148,6 +148,21 @@ def after_requeue_batch(cache: Cache, **kwargs: Any) -> CycleResult:
     return schedule(cache, NOW + REQUEUE_BATCH, **kwargs)
 
 
+def count_assignments(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gets an entry at each flavor assignment the scheduler makes."""
+    from multikueue.core import scheduler
+
+    calls: list[str] = []
+    real = scheduler.assign_flavors
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append("assign")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scheduler, "assign_flavors", counting)
+    return calls
+
+
 def names(result: CycleResult) -> list[str]:
     return [d.key[1] for d in result.admitted]
 
@@ -283,16 +298,7 @@ def test_best_effort_fifo_lets_a_smaller_workload_pass() -> None:
 
 def test_identical_workloads_that_do_not_fit_are_assigned_once_per_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hundreds of pending copies of one shape cost one flavor assignment per cycle, and each is told why."""
-    from multikueue.core import scheduler
-
-    calls: list[str] = []
-    real = scheduler.assign_flavors
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append("assign")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(scheduler, "assign_flavors", counting)
+    calls = count_assignments(monkeypatch)
     cache = seed_cache()
     cache.upsert_workload(workload("running", "8", age=1000))
     schedule(cache, NOW)
@@ -1757,16 +1763,7 @@ def test_a_tree_larger_than_the_share_is_decided_in_one_cycle() -> None:
 def test_a_deferred_borrower_is_assigned_again_only_when_its_tree_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A borrower decided after the rounds keeps its assignment when nothing changed its tree since, and is
     assigned again (and not over-committed) when a later round admitted in its tree."""
-    from multikueue.core import scheduler
-
-    calls: list[str] = []
-    real = scheduler.assign_flavors
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append("assign")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(scheduler, "assign_flavors", counting)
+    calls = count_assignments(monkeypatch)
     # Unchanged: one borrower alone in its tree, assigned once.
     cache = cohort_cache({"nominalQuota": 5}, {"nominalQuota": 5})
     cache.upsert_workload(workload("a-borrow", "6", queue="queue-a"))

@@ -11,6 +11,18 @@ inside whatever frame allocates, not as its own line. Used for the thresholds in
 
 (the scalability bench's processes inherit the environment; each Python process writes its own file, the
 controller's is the one whose ``pid`` is the controller's).
+
+With ``MULTIKUEUE_GC_CENSUS`` also set (to seconds, e.g. ``2``), the automatic collector is off and a thread
+runs a full collection that often with ``gc.DEBUG_SAVEALL``, counts what it found unreachable, then frees it:
+the totals under ``census`` name, for the objects that made reference cycles, their types and, for frames,
+the function and line (a frame in a cycle is most often an exception's traceback or a coroutine). Why: to find
+which code makes the cycles the collector spends its time on. Costs a full collection per period; for
+diagnosis only, not for timing.
+
+With ``MULTIKUEUE_GC_YOUNG`` set (to seconds), a thread looks at the youngest generation that often and adds
+up, per type, the objects in it and their lengths (for lists, tuples, dicts and sets): a young collection
+visits every reference its objects hold, so a few long young containers can cost more than thousands of
+small objects. The sums are under ``young`` (``samples`` says how many looks they add up).
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import json
 import os
 import threading
 import time
+import types
 from typing import Any
 
 _OUT = os.environ.get("MULTIKUEUE_GC_STATS")
@@ -42,6 +55,10 @@ if _OUT:
 
     def _write() -> None:
         figures = {**_totals, "process_cpu_seconds": time.process_time() - _cpu_at_start, "pid": os.getpid()}
+        if _census:
+            figures["census"] = _write_census()
+        if _young:
+            figures["young"] = dict(sorted(_young.items(), key=lambda item: -item[1][0] - item[1][1])[:80])
         with open(f"{_OUT}.{os.getpid()}", "w") as out:
             json.dump(figures, out)
 
@@ -50,6 +67,55 @@ if _OUT:
             time.sleep(30)
             _write()
 
+    _census: dict[str, int] = {}
+    _period = float(os.environ.get("MULTIKUEUE_GC_CENSUS") or 0)
+
+    def _name(obj: object) -> str:
+        if isinstance(obj, types.FrameType):
+            code = obj.f_code
+            return f"frame {os.path.basename(code.co_filename)}:{code.co_name}:{obj.f_lineno}"
+        if isinstance(obj, BaseException):
+            return f"exception {type(obj).__module__}.{type(obj).__qualname__}"
+        return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+    def _count_cycles() -> None:
+        while True:
+            time.sleep(_period)
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            gc.set_debug(0)
+            found = list(gc.garbage)
+            gc.garbage.clear()
+            for obj in found:
+                key = _name(obj)
+                _census[key] = _census.get(key, 0) + 1
+            found = obj = None
+            gc.collect()
+
+    def _write_census() -> dict[str, int]:
+        return dict(sorted(_census.items(), key=lambda item: -item[1])[:80])
+
+    _young: dict[str, list[int]] = {}
+    _young_period = float(os.environ.get("MULTIKUEUE_GC_YOUNG") or 0)
+    _sized = (list, tuple, dict, set, frozenset)
+
+    def _look_at_young() -> None:
+        while True:
+            time.sleep(_young_period)
+            young = gc.get_objects(generation=0)
+            _young.setdefault("samples", [0, 0])[0] += 1
+            for obj in young:
+                entry = _young.setdefault(f"{type(obj).__module__}.{type(obj).__qualname__}", [0, 0])
+                entry[0] += 1
+                if isinstance(obj, _sized):
+                    entry[1] += len(obj)
+            young = obj = None
+
+    if _young_period:
+        threading.Thread(target=_look_at_young, name="gc-young", daemon=True).start()
+    if _period:
+        gc.disable()
+        threading.Thread(target=_count_cycles, name="gc-census", daemon=True).start()
     gc.callbacks.append(_timed)
     atexit.register(_write)
     threading.Thread(target=_every_30s, name="gc-stats", daemon=True).start()

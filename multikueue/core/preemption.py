@@ -433,8 +433,8 @@ class Simulation:
     """The live quota tree, in which Workloads are removed and added back, and put back as it was afterwards.
 
     ``held`` groups the admitted Workloads of the tree by ClusterQueue
-    (:meth:`workloads_in` leaves out the ``excluded`` ones, the preemptor
-    among them); ``needs`` are the pairs needing preemption.
+    (:meth:`workloads_in` leaves out the preemptor and the ``excluded``
+    ones); ``needs`` are the pairs needing preemption.
     Open it with :meth:`open` (a context manager): the changes go through a
     :class:`_UsageJournal`, restored on leaving, exceptions included.
     """
@@ -444,7 +444,8 @@ class Simulation:
     node: QuotaNode
     #: ClusterQueue name -> the Workloads holding quota there (read through :meth:`workloads_in`).
     held: Mapping[str, Sequence[AdmittedWorkload]]
-    #: Keys of Workloads that are not candidates (the preemptor, victims claimed by another preemptor).
+    #: Keys of Workloads that are not candidates besides the preemptor (victims claimed by another preemptor);
+    #: read, not copied (one plan per candidate; a cycle may have claimed hundreds).
     excluded: Collection[WorkloadKey]
     #: ClusterQueue nodes met so far, by name (see :meth:`node_of`).
     _met: dict[str, QuotaNode] = field(default_factory=dict)
@@ -459,11 +460,10 @@ class Simulation:
         needs = preemptor.needs_preemption
         if needs is None:
             needs = resources_needing_preemption(node, preemptor.usage)
-        excluded = {preemptor.key, *ctx.excluded} if ctx.excluded else {preemptor.key}
         if isinstance(ctx.admitted, Mapping):
-            sim = cls(preemptor, needs, node, ctx.admitted, excluded)
+            sim = cls(preemptor, needs, node, ctx.admitted, ctx.excluded)
         else:
-            sim = cls(preemptor, needs, node, {}, excluded)
+            sim = cls(preemptor, needs, node, {}, ctx.excluded)
             grouped: dict[str, list[AdmittedWorkload]] = {}
             for workload in ctx.admitted:
                 if workload.cluster_queue in sim.queues:
@@ -477,8 +477,9 @@ class Simulation:
 
     def workloads_in(self, queue: str) -> Iterator[AdmittedWorkload]:
         """The Workloads holding quota in ClusterQueue ``queue`` that may be candidates."""
+        preemptor, excluded = self.preemptor.key, self.excluded
         for workload in self.held.get(queue, ()):
-            if workload.key not in self.excluded:
+            if workload.key != preemptor and workload.key not in excluded:
                 yield workload
 
     @property

@@ -416,6 +416,11 @@ class _Cycle:
     tree_changes: dict[str, int] = field(default_factory=dict)
     #: Candidates that fit only by borrowing, decided after every round (see :func:`_decide`).
     deferred: list[_Entry] = field(default_factory=list)
+    #: The victims of this cycle's preemptions (``result.preempted``), by key and by their ClusterQueue:
+    #: each plan and each ordering of a candidate needing preemption reads them, and a pass over the whole
+    #: list for each was a twentieth of the controller's time when a cycle preempted hundreds.
+    claimed: set[WorkloadKey] = field(default_factory=set)
+    claimed_in: dict[str, list[WorkloadKey]] = field(default_factory=dict)
     memo: CycleMemo = field(default_factory=CycleMemo)
 
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
@@ -730,8 +735,8 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
                 for holder in own.members[priority]:
                     if satisfies_policy(policy, preemptor, weighed[holder.key]):
                         free(holder.usage)
-        for decision in cycle.result.preempted:  # victims the overlay already took out of the usage
-            victim = own.by_key.get(decision.victim)
+        for key in cycle.claimed_in.get(state.name, ()):  # victims the overlay already took out of the usage
+            victim = own.by_key.get(key)
             if victim is not None and satisfies_policy(policy, preemptor, weighed[victim.key]):
                 free(victim.usage, -1)
     return any(
@@ -758,8 +763,7 @@ def _plan(cycle: _Cycle, state: ClusterQueueState, pending: PendingWorkload, ass
             cycle.result.plans_skipped += 1
             return NO_CANDIDATES_PLAN
     cycle.result.plans += 1
-    claimed = {d.victim for d in cycle.result.preempted}
-    ctx = PreemptionContext(state.node, policy, cycle.victims_by_queue(state.name), cycle.now, excluded=claimed)
+    ctx = PreemptionContext(state.node, policy, cycle.victims_by_queue(state.name), cycle.now, excluded=cycle.claimed)
     if cycle.fair_sharing is not None:
         return plan_fair_preemption(preemptor, ctx, cycle.fair_sharing.preemption_strategies)
     return plan_preemption(preemptor, ctx)
@@ -778,6 +782,8 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
     cycle.misfits.clear()  # the victims' usage now counts as released: what did not fit may fit
     cycle.without_victims.clear()
     for victim in plan.victims:
+        cycle.claimed.add(victim.workload.key)
+        cycle.claimed_in.setdefault(victim.workload.cluster_queue, []).append(victim.workload.key)
         victim_wl = cycle.cache.workload(victim.workload.key)
         result.preempted.append(
             PreemptionDecision(

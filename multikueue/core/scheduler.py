@@ -147,6 +147,7 @@ from multikueue.core.matching import selector_matches
 from multikueue.core.preemption import (
     NO_CANDIDATES_MESSAGE,
     AdmittedWorkload,
+    Classification,
     Outcome,
     PreemptionContext,
     PreemptionPlan,
@@ -421,6 +422,10 @@ class _Cycle:
     #: list for each was a twentieth of the controller's time when a cycle preempted hundreds.
     claimed: set[WorkloadKey] = field(default_factory=set)
     claimed_in: dict[str, list[WorkloadKey]] = field(default_factory=dict)
+    #: Per quota tree, the plans' shared classification of its queues' Workloads (see
+    #: :attr:`~multikueue.core.preemption.PreemptionContext.classified`): valid as long as
+    #: :meth:`victims_by_queue`, which it classifies, that is for the cycle.
+    classified: dict[str, Classification] = field(default_factory=dict)
     memo: CycleMemo = field(default_factory=CycleMemo)
 
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
@@ -763,7 +768,10 @@ def _plan(cycle: _Cycle, state: ClusterQueueState, pending: PendingWorkload, ass
             cycle.result.plans_skipped += 1
             return NO_CANDIDATES_PLAN
     cycle.result.plans += 1
-    ctx = PreemptionContext(state.node, policy, cycle.victims_by_queue(state.name), cycle.now, excluded=cycle.claimed)
+    classified = cycle.classified.setdefault(cycle.cache.cohort_root(state.name), {})
+    ctx = PreemptionContext(
+        state.node, policy, cycle.victims_by_queue(state.name), cycle.now, excluded=cycle.claimed, classified=classified
+    )
     if cycle.fair_sharing is not None:
         return plan_fair_preemption(preemptor, ctx, cycle.fair_sharing.preemption_strategies)
     return plan_preemption(preemptor, ctx)

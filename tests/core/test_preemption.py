@@ -24,6 +24,7 @@ from multikueue.core.preemption import (
     NO_CANDIDATES_MESSAGE,
     NOT_ENOUGH_CANDIDATES_MESSAGE,
     AdmittedWorkload,
+    Classification,
     Outcome,
     PreemptionContext,
     PreemptionPlan,
@@ -36,7 +37,15 @@ from multikueue.core.preemption import (
     resources_needing_preemption,
     satisfies_policy,
 )
-from multikueue.core.quota import FlavorResource, QuotaNode, ResourceQuota, add_usage, available, refresh_tree
+from multikueue.core.quota import (
+    FlavorResource,
+    QuotaNode,
+    ResourceQuota,
+    add_usage,
+    available,
+    refresh_tree,
+    remove_usage,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -892,3 +901,90 @@ def test_no_plan_finds_victims_where_the_necessary_conditions_say_none_can_exist
     if not enough:
         event("may_free_enough said no")
         assert not plan.preempts and plan.outcome != Outcome.FITS, plan
+
+
+# --- plans of one cycle sharing their classification --------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    generated=st.lists(
+        st.tuples(
+            st.sampled_from(["c1", "c2", "d1", "d2", "a", "b", "c", "l1"]),
+            st.integers(1, 6),
+            st.integers(-2, 2),
+            st.booleans(),
+            st.integers(0, 3),
+        ),
+        min_size=4,
+        max_size=24,
+    ),
+    preemptors=st.lists(
+        st.tuples(
+            st.sampled_from(["c1", "c2", "d1", "d2", "a", "b", "c"]),
+            st.integers(1, 8),
+            st.integers(-1, 3),
+            st.sampled_from(range(len(_POLICIES))),
+            st.integers(-2, 2),
+        ),
+        min_size=2,
+        max_size=5,
+    ),
+    hierarchical=st.booleans(),
+)
+def test_plans_sharing_a_classification_decide_as_plans_made_alone(
+    generated: list[tuple[str, int, int, bool, int]],
+    preemptors: list[tuple[str, int, int, int, int]],
+    hierarchical: bool,
+) -> None:
+    """A cycle's plans share one classification of each queue's Workloads (``classified``) and read the victims
+    claimed so far (``excluded``) without copying them: each plan is the plan made alone on the same tree over
+    the Workloads not claimed, whatever was classified for the earlier ones (other preemptor priorities, queues,
+    policies, queue order times)."""
+    queues = build_world(cohort_parents=_HIERARCHY if hierarchical else None)
+    grouped: dict[str, list[AdmittedWorkload]] = {}
+    for i, (cq, cpus, prio, evicted, age) in enumerate(generated):
+        node = queues[cq]
+        if CPU in node.quotas and D(cpus) <= available(node, CPU):
+            add_usage(node, CPU, D(cpus))
+            queued = NOW - timedelta(seconds=age)
+            grouped.setdefault(cq, []).append(
+                AdmittedWorkload(("", f"w{i}"), cq, prio, {CPU: D(cpus)}, queued, NOW - timedelta(seconds=i), evicted, f"u{i}")
+            )
+    classified: Classification = {}
+    claimed: set[tuple[str, str]] = set()
+    for n, (target, cpus, priority, chosen, age) in enumerate(preemptors):
+        preemptor = Preemptor(("", f"in{n}"), target, priority, NOW - timedelta(seconds=age), {CPU: D(cpus)})
+        left = [w for held in grouped.values() for w in held if w.key not in claimed]
+        alone = plan_preemption(preemptor, PreemptionContext(queues[target], _POLICIES[chosen], left, NOW))
+        shared = plan_preemption(
+            preemptor,
+            PreemptionContext(queues[target], _POLICIES[chosen], grouped, NOW, excluded=claimed, classified=classified),
+        )
+        assert shared == alone
+        if shared.preempts and n:
+            event("a later plan preempts")
+        for victim in shared.victims:  # as the scheduler does: claimed, their usage counted as released, the
+            claimed.add(victim.workload.key)  # preemptor's held
+            remove_usage(queues[victim.workload.cluster_queue], CPU, victim.workload.usage[CPU])
+        if shared.preempts:
+            add_usage(queues[target], CPU, D(cpus))
+    if classified:
+        event("classification shared")
+
+
+def test_a_shared_classification_tells_apart_preemptors_queued_at_different_times() -> None:
+    """Under ``LowerOrNewerEqualPriority`` an equal-priority holder is a candidate only for a preemptor queued
+    before it: the second plan of the cycle, for an older preemptor, is not answered with the first one's list."""
+    queues = build_world()
+    holder = wl("holder", "preventStarvation", {CPU: 6}, 0, queued=NOW - timedelta(seconds=10))
+    add_usage(queues["preventStarvation"], CPU, D(6))
+    grouped = {"preventStarvation": [holder]}
+    classified: Classification = {}
+    newer = Preemptor(("", "newer"), "preventStarvation", 0, NOW, {CPU: D(2)})
+    older = Preemptor(("", "older"), "preventStarvation", 0, NOW - timedelta(seconds=20), {CPU: D(2)})
+    policy_ = CLUSTER_QUEUES["preventStarvation"][2]
+    first = plan_preemption(newer, PreemptionContext(queues["preventStarvation"], policy_, grouped, NOW, classified=classified))
+    second = plan_preemption(older, PreemptionContext(queues["preventStarvation"], policy_, grouped, NOW, classified=classified))
+    assert not first.preempts
+    assert victims(second) == [("holder", IN_CQ)]

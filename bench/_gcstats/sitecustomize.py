@@ -2,7 +2,8 @@
 (never imported by the project).
 
 With ``MULTIKUEUE_GC_STATS`` set to a file, every collection is timed through ``gc.callbacks`` and the
-totals per generation (seconds, collections, longest pause, objects freed) and the process's CPU seconds
+totals per generation (wall seconds, the collecting thread's CPU seconds, collections, longest pause,
+objects freed) and the process's CPU seconds
 are written as JSON to that path with ``.PID`` appended, every 30 s and at exit. Why: a sampling profiler shows the collector's work
 inside whatever frame allocates, not as its own line. Used for the thresholds in ``operator/app.py``::
 
@@ -39,16 +40,19 @@ from typing import Any
 _OUT = os.environ.get("MULTIKUEUE_GC_STATS")
 
 if _OUT:
-    _totals: dict[str, list[float]] = {"seconds": [0.0] * 3, "collections": [0] * 3, "longest": [0.0] * 3, "freed": [0] * 3}
-    _started = [0.0]
+    _totals: dict[str, list[float]] = {
+        "seconds": [0.0] * 3, "cpu_seconds": [0.0] * 3, "collections": [0] * 3, "longest": [0.0] * 3, "freed": [0] * 3
+    }
+    _started = [0.0, 0.0]
     _cpu_at_start = time.process_time()
 
     def _timed(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            _started[0] = time.perf_counter()
+            _started[0], _started[1] = time.perf_counter(), time.thread_time()
             return
         generation, took = info["generation"], time.perf_counter() - _started[0]
         _totals["seconds"][generation] += took
+        _totals["cpu_seconds"][generation] += time.thread_time() - _started[1]
         _totals["collections"][generation] += 1
         _totals["freed"][generation] += info["collected"]
         _totals["longest"][generation] = max(_totals["longest"][generation], took)

@@ -52,6 +52,25 @@ def _comparable(status: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _comparable_seen(
+    memo: dict[Any, tuple[Any, tuple[str, ...], dict[str, Any]]],
+    key: Any,
+    seen: ClusterQueueStatus | LocalQueueStatus,
+    fields: tuple[str, ...],
+) -> dict[str, Any]:
+    """``seen``'s ``fields`` (and its conditions) without timestamps, as :func:`_comparable`; kept in ``memo`` per
+    queue ``key`` while the same status object with the same fields is asked about."""
+    remembered = memo.get(key)
+    if remembered is not None and remembered[0] is seen and remembered[1] == fields:
+        return remembered[2]
+    seen_body = seen.to_dict()
+    current = {k: seen_body.get(k) for k in fields}
+    current["conditions"] = seen_body.get("conditions", [])
+    comparable = _comparable(current)
+    memo[key] = (seen, fields, comparable)
+    return comparable
+
+
 def _queue_samples(
     cq: ClusterQueue,
     view: ClusterQueueStatusView,
@@ -136,6 +155,11 @@ class QueueStatusWriter:
         #: reads every queue each second; with 1,000 ClusterQueues and 1,000 LocalQueues, building and
         #: comparing every status each time was a fifth of the controller's CPU with nothing to write.
         self._settled: dict[_QueueKey, tuple[QueueStatusView, ClusterQueueStatus | LocalQueueStatus]] = {}
+        #: Per queue, the object's status (as seen), the status fields compared and the comparable form of
+        #: that status: while the cache hands out the same status object it is not converted again. Why: with
+        #: more queues changing than a sync may write (1,000 ClusterQueues), every sync compared each
+        #: waiting queue's status as seen, unchanged since the last sync, to what it wanted again.
+        self._seen_as: dict[_QueueKey, tuple[ClusterQueueStatus | LocalQueueStatus, tuple[str, ...], dict[str, Any]]] = {}
         #: Per ClusterQueue, what its gauges were last reported from (see :meth:`_report_gauges`).
         self._gauged: dict[str, tuple[object, ...]] = {}
         self._gauges_epoch = metrics.queue_gauges_epoch()
@@ -204,7 +228,7 @@ class QueueStatusWriter:
 
         Only when more is remembered than there are queues: what is left over is then at most one entry
         per queue, and a quiet sync costs no set difference."""
-        memories: list[dict[_QueueKey, Any]] = [self._written, self._written_at, self._settled]
+        memories: list[dict[_QueueKey, Any]] = [self._written, self._written_at, self._settled, self._seen_as]
         if all(len(memory) <= queues for memory in memories) and len(self._gauged) <= len(cq_names):
             return
         present = {("cq", "", name) for name in cq_names} | {("lq", ns, name) for ns, name in lq_keys}
@@ -237,10 +261,7 @@ class QueueStatusWriter:
         if self._written.get(key) == wanted:
             self._settled[key] = (view, seen)
             return
-        seen_body = seen.to_dict()
-        current = {k: seen_body.get(k) for k in status}
-        current["conditions"] = seen_body.get("conditions", [])
-        if _comparable(current) == wanted[1]:
+        if _comparable_seen(self._seen_as, key, seen, tuple(status)) == wanted[1]:
             self._written[key] = wanted
             self._settled[key] = (view, seen)
             return

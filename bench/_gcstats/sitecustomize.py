@@ -21,9 +21,10 @@ which code makes the cycles the collector spends its time on. Costs a full colle
 diagnosis only, not for timing.
 
 With ``MULTIKUEUE_GC_YOUNG`` set (to seconds), a thread looks at the youngest generation that often and adds
-up, per type, the objects in it and their lengths (for lists, tuples, dicts and sets): a young collection
-visits every reference its objects hold, so a few long young containers can cost more than thousands of
-small objects. The sums are under ``young`` (``samples`` says how many looks they add up).
+up, per type, the objects in it and their lengths (for lists, tuples, dicts and sets; with the longest
+seen): a young collection visits every reference its objects hold, so a few long young containers can cost
+more than thousands of small objects. The sums are under ``young`` (``samples`` says how many looks they
+add up).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ if _OUT:
             figures["census"] = _write_census()
         if _young:
             figures["young"] = dict(sorted(_young.items(), key=lambda item: -item[1][0] - item[1][1])[:80])
+            figures["young"]["samples"] = _young["samples"]
         with open(f"{_OUT}.{os.getpid()}", "w") as out:
             json.dump(figures, out)
 
@@ -107,12 +109,13 @@ if _OUT:
         while True:
             time.sleep(_young_period)
             young = gc.get_objects(generation=0)
-            _young.setdefault("samples", [0, 0])[0] += 1
+            _young.setdefault("samples", [0, 0, 0])[0] += 1
             for obj in young:
-                entry = _young.setdefault(f"{type(obj).__module__}.{type(obj).__qualname__}", [0, 0])
+                entry = _young.setdefault(f"{type(obj).__module__}.{type(obj).__qualname__}", [0, 0, 0])
                 entry[0] += 1
                 if isinstance(obj, _sized):
                     entry[1] += len(obj)
+                    entry[2] = max(entry[2], len(obj))
             young = obj = None
 
     if _young_period:

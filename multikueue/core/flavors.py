@@ -114,6 +114,30 @@ class PodSetRequest:
         Workload, each cycle it is a candidate; do not change it)."""
         return scaled(self.per_pod, self.count)
 
+    @cached_property
+    def _refusals(self) -> dict[str, tuple[ResourceFlavor, str | None]]:
+        return {}
+
+    def refusal(self, name: str, flavor: ResourceFlavor) -> str | None:
+        """Why the pods may not run on flavor ``name``'s nodes (a taint they do not tolerate, node labels
+        their selector or affinity does not match), ``None`` when they may.
+
+        Kept per flavor object (a changed ResourceFlavor is another object): it depends only on the pod set
+        and the flavor, and every flavor assignment of the Workload, each cycle it is a candidate, asked again.
+        """
+        known = self._refusals.get(name)
+        if known is not None and known[0] is flavor:
+            return known[1]
+        reason: str | None = None
+        tolerations = self.tolerations + tuple(flavor.spec.tolerations or ())
+        taint = untolerated_taint(flavor.spec.node_taints or (), tolerations)
+        if taint is not None:
+            reason = messages.UNTOLERATED_TAINT.format(taint=format_taint(taint), flavor=name)
+        elif not flavor_matches_pod(flavor.spec.node_labels or {}, self.node_selector, self.affinity_terms):
+            reason = messages.NODE_AFFINITY_MISMATCH.format(flavor=name)
+        self._refusals[name] = (flavor, reason)
+        return reason
+
     @classmethod
     def from_pod_set(cls, pod_set: PodSet) -> PodSetRequest:
         """Read a Workload pod set (its template is a ``PodTemplateSpec`` dict).
@@ -266,13 +290,9 @@ def _choose_flavor(
         if flavor is None:
             reasons.append(messages.FLAVOR_NOT_FOUND.format(flavor=name))
             continue
-        tolerations = pod_set.tolerations + tuple(flavor.spec.tolerations or ())
-        taint = untolerated_taint(flavor.spec.node_taints or (), tolerations)
-        if taint is not None:
-            reasons.append(messages.UNTOLERATED_TAINT.format(taint=format_taint(taint), flavor=name))
-            continue
-        if not flavor_matches_pod(flavor.spec.node_labels or {}, pod_set.node_selector, pod_set.affinity_terms):
-            reasons.append(messages.NODE_AFFINITY_MISMATCH.format(flavor=name))
+        refusal = pod_set.refusal(name, flavor)
+        if refusal is not None:
+            reasons.append(refusal)
             continue
         quota_reasons, borrowing, over_capacity = _quota_reasons(node, name, requests, assigned)
         if quota_reasons:

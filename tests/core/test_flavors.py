@@ -181,6 +181,21 @@ def test_taints_need_tolerations() -> None:
     assert not setup.assign(pod_set(cpu="1", pod_spec_extra=wrong_value)).fits
 
 
+def test_a_pod_sets_placement_is_read_again_when_the_flavor_changes() -> None:
+    """The pod set keeps its verdict per flavor object: the same pod set against a ResourceFlavor that gained
+    a taint (a new object from the watch) is refused, and admitted again once the taint is gone."""
+    request = pod_set(cpu="1")
+    plain = Setup(cluster_queue([(["cpu"], [("spot", {"cpu": 8})])]), [flavor("spot")])
+    assert plain.assign(request).fits
+    assert plain.assign(request).fits  # the kept verdict
+    tainted = Setup(
+        cluster_queue([(["cpu"], [("spot", {"cpu": 8})])]),
+        [flavor("spot", taints=[{"key": "instance", "value": "spot", "effect": "NoSchedule"}])],
+    )
+    assert "untolerated taint" in tainted.assign(request).message
+    assert plain.assign(request).fits
+
+
 def test_prefer_no_schedule_taints_do_not_block() -> None:
     soft = flavor("soft", taints=[{"key": "k", "value": "v", "effect": "PreferNoSchedule"}])
     setup = Setup(cluster_queue([(["cpu"], [("soft", {"cpu": 8})])]), [soft])

@@ -20,6 +20,10 @@ the function and line (a frame in a cycle is most often an exception's traceback
 which code makes the cycles the collector spends its time on. Costs a full collection per period; for
 diagnosis only, not for timing.
 
+With ``MULTIKUEUE_GC_PROBE`` set (to seconds), a thread that often counts the youngest generation's objects
+and the references they hold, then collects it and times that (thread CPU): under ``probes``, the last 200
+``[objects, references, seconds]``, to tell whether a young collection's cost follows its references.
+
 With ``MULTIKUEUE_GC_YOUNG`` set (to seconds), a thread looks at the youngest generation that often and adds
 up, per type, the objects in it and their lengths (for lists, tuples, dicts and sets; with the longest
 seen): a young collection visits every reference its objects hold, so a few long young containers can cost
@@ -62,6 +66,8 @@ if _OUT:
         figures = {**_totals, "process_cpu_seconds": time.process_time() - _cpu_at_start, "pid": os.getpid()}
         if _census:
             figures["census"] = _write_census()
+        if _probes:
+            figures["probes"] = _probes[-200:]
         if _young:
             figures["young"] = dict(sorted(_young.items(), key=lambda item: -item[1][0] - item[1][1])[:80])
             figures["young"]["samples"] = _young["samples"]
@@ -118,8 +124,24 @@ if _OUT:
                     entry[2] = max(entry[2], len(obj))
             young = obj = None
 
+    _probes: list[list[float]] = []
+    _probe_period = float(os.environ.get("MULTIKUEUE_GC_PROBE") or 0)
+
+    def _probe_young() -> None:
+        while True:
+            time.sleep(_probe_period)
+            young = gc.get_objects(generation=0)
+            refs = sum(len(gc.get_referents(obj)) for obj in young)
+            count = len(young)
+            young = None
+            started = time.thread_time()
+            gc.collect(0)
+            _probes.append([count, refs, time.thread_time() - started])
+
     if _young_period:
         threading.Thread(target=_look_at_young, name="gc-young", daemon=True).start()
+    if _probe_period:
+        threading.Thread(target=_probe_young, name="gc-probe", daemon=True).start()
     if _period:
         gc.disable()
         threading.Thread(target=_count_cycles, name="gc-census", daemon=True).start()

@@ -53,8 +53,8 @@ def _comparable(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def _comparable_seen(
-    memo: dict[Any, tuple[Any, tuple[str, ...], dict[str, Any]]],
-    key: Any,
+    memo: dict[_QueueKey, _SeenAs],
+    key: _QueueKey,
     seen: ClusterQueueStatus | LocalQueueStatus,
     fields: tuple[str, ...],
 ) -> dict[str, Any]:
@@ -124,6 +124,8 @@ WRITES_PER_SYNC = 16
 _QueueKey = tuple[str, str, str]
 
 
+#: A queue's status object as seen, the status fields compared and that status's comparable form.
+_SeenAs = tuple["ClusterQueueStatus | LocalQueueStatus", tuple[str, ...], dict[str, Any]]
 #: A queue whose view or status as seen changed since nothing was due for it: key, uid, status as seen, view.
 _Changed = tuple[_QueueKey, str, "ClusterQueueStatus | LocalQueueStatus", QueueStatusView]
 
@@ -163,7 +165,7 @@ class QueueStatusWriter:
         #: that status: while the cache hands out the same status object it is not converted again. Why: with
         #: more queues changing than a sync may write (1,000 ClusterQueues), every sync compared each
         #: waiting queue's status as seen, unchanged since the last sync, to what it wanted again.
-        self._seen_as: dict[_QueueKey, tuple[ClusterQueueStatus | LocalQueueStatus, tuple[str, ...], dict[str, Any]]] = {}
+        self._seen_as: dict[_QueueKey, _SeenAs] = {}
         #: Per ClusterQueue, what its gauges were last reported from (see :meth:`_report_gauges`).
         self._gauged: dict[str, tuple[object, ...]] = {}
         self._gauges_epoch = metrics.queue_gauges_epoch()

@@ -20,6 +20,9 @@ the function and line (a frame in a cycle is most often an exception's traceback
 which code makes the cycles the collector spends its time on. Costs a full collection per period; for
 diagnosis only, not for timing.
 
+With ``MULTIKUEUE_GC_THRESHOLDS`` set (``700,10,10``), the process keeps those thresholds whatever it sets
+itself (the controller sets its own in ``operator/app.py``): to time other thresholds in a real run.
+
 With ``MULTIKUEUE_GC_PROBE`` set (to seconds), a thread that often counts the youngest generation's objects
 and the references they hold, then collects it and times that (thread CPU): under ``probes``, the last 200
 ``[objects, references, seconds]``, to tell whether a young collection's cost follows its references.
@@ -142,6 +145,13 @@ if _OUT:
         threading.Thread(target=_look_at_young, name="gc-young", daemon=True).start()
     if _probe_period:
         threading.Thread(target=_probe_young, name="gc-probe", daemon=True).start()
+    _forced = os.environ.get("MULTIKUEUE_GC_THRESHOLDS")
+    if _forced:
+        _forced_values = tuple(int(value) for value in _forced.split(","))
+        _set_threshold = gc.set_threshold
+        _set_threshold(*_forced_values)
+        gc.set_threshold = lambda *_ignored: _set_threshold(*_forced_values)  # type: ignore[assignment]
+
     if _period:
         gc.disable()
         threading.Thread(target=_count_cycles, name="gc-census", daemon=True).start()

@@ -198,11 +198,7 @@ class AdmittedWorkload:
         """:func:`candidate_order` without its ClusterQueue step, once per Workload (``None`` while
         ``quota_reserved_at`` is not known: that order depends on ``now``). Why: plans sort the same
         candidates again and again within a cycle, and the memo keeps them across cycles."""
-        if self.quota_reserved_at is None:
-            return None
-        return (
-            not self.evicted, self.priority, -self.quota_reserved_at.timestamp(), -(self.version or 0), self.uid, self.key
-        )
+        return None if self.quota_reserved_at is None else _rank_at(self, self.quota_reserved_at)
 
 
 @dataclass(frozen=True)
@@ -584,10 +580,9 @@ def _from_queue(
         queued_at = preemptor.queued_at if rule == WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY else None
         limit = threshold if fixed is None else None
         question = (queue, rule, fixed, limit, needs, preemptor.priority, queued_at, id(meeting_point))
-        cached = shared.get(question)
-        if cached is None:
-            cached = shared[question] = _classify(sim, queue, rule, fixed, threshold, meeting_point)
-        found = cached
+        found = shared.get(question)
+        if found is None:
+            found = shared[question] = _classify(sim, queue, rule, fixed, threshold, meeting_point)
     excluded = sim.excluded
     return [c for c in found if c.workload.key not in excluded and c.workload.key != preemptor.key]
 
@@ -677,9 +672,12 @@ def candidate_order(workload: AdmittedWorkload, cluster_queue: str, now: datetim
 def _rank(workload: AdmittedWorkload, now: datetime) -> tuple[object, ...]:
     """:func:`candidate_order` without the ClusterQueue step (see :attr:`AdmittedWorkload.rank`)."""
     rank = workload.rank
-    if rank is not None:
-        return rank
-    return (not workload.evicted, workload.priority, -now.timestamp(), -(workload.version or 0), workload.uid, workload.key)
+    return rank if rank is not None else _rank_at(workload, now)
+
+
+def _rank_at(workload: AdmittedWorkload, reserved: datetime) -> tuple[object, ...]:
+    """:func:`_rank` with ``reserved`` as the time the Workload's quota was reserved."""
+    return (not workload.evicted, workload.priority, -reserved.timestamp(), -(workload.version or 0), workload.uid, workload.key)
 
 
 @dataclass

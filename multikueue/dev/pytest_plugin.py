@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import random
 import sys
 import uuid
@@ -151,6 +152,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     funcargs = getattr(item, "funcargs", {})
     if call.when != "call" or not report.failed or "e2e_controllers" not in funcargs:
         return
+    clusters = next((value for value in funcargs.values() if isinstance(value, Clusters)), None)
+    if clusters is not None:
+        report.sections.append(("workers as the manager sees them", workers_report(clusters)))
     namespace = funcargs.get("namespace")
     for ctl in funcargs["e2e_controllers"]:
         try:
@@ -161,6 +165,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             lines = [line for line in lines if namespace in line or any(mark in line for mark in ALWAYS_SHOWN)]
         shown = "\n".join(lines[-FAILURE_LOG_LINES:]) or "(no lines)"
         report.sections.append((f"controller log: {ctl.name} (lines about {namespace or 'the test'})", shown))
+
+
+def workers_report(clusters: Clusters) -> str:
+    """Each MultiKueueCluster's ``Active`` condition on the manager, and this machine's load, at a failure.
+
+    A CI failure once made three later MultiKueue tests fail too, with nothing
+    in the log to tell whether a worker was still cut off or the machine was
+    starved; these lines say which.
+    """
+    lines = []
+    try:
+        for mkc in o.Kueue(clusters.manager).list("MultiKueueCluster"):
+            active = o.condition(mkc, "Active") or {}
+            lines.append(
+                f"{mkc['metadata']['name']}: Active={active.get('status')} {active.get('reason')} "
+                f"since {active.get('lastTransitionTime')}: {str(active.get('message'))[:200]}"
+            )
+    except Exception as exc:  # a report must not fail on a manager that is gone
+        lines.append(f"(MultiKueueClusters not read: {str(exc)[:200]})")
+    try:
+        lines.append("load average (1, 5, 15 min): " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
+    except OSError:
+        pass
+    return "\n".join(lines)
 
 
 def _ephemeral_ports() -> tuple[int, int]:

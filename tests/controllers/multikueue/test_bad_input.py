@@ -9,7 +9,7 @@ from kubernetes import client
 
 from multikueue.dev import objects as o
 from multikueue.dev.controllers import ControllerProcess, free_port
-from multikueue.dev.pytest_plugin import Clusters
+from multikueue.dev.pytest_plugin import Clusters, workers_report
 
 pytestmark = pytest.mark.integration
 
@@ -160,3 +160,16 @@ def test_a_missing_config_evicts_nothing(
     )["lastTransitionTime"]
     again = client.BatchV1Api(integration_clusters.worker(1)).read_namespaced_job("steady", ns)
     assert again.metadata.uid == remote_job.metadata.uid, "the remote Job was replaced"
+
+
+def test_a_failure_report_says_how_the_manager_sees_its_workers(
+    kueue: o.Kueue, multikueue_setup: Any, namespace: str, integration_clusters: Clusters
+) -> None:
+    """What an e2e failure report adds (workers_report): each MultiKueueCluster's Active condition and the load."""
+    name = f"report-{namespace}"
+    multikueue_setup.put_cluster(name, name)
+    o.wait_for(lambda: active(kueue, "MultiKueueCluster", name), 20, what="condition")
+    lines = workers_report(integration_clusters).splitlines()
+    [line] = [line for line in lines if line.startswith(f"{name}: ")]
+    assert line.startswith(f"{name}: Active=False BadConfig since ") and line.endswith(f"Secret kueue-system/{name} not found")
+    assert lines[-1].startswith("load average (1, 5, 15 min): ")

@@ -10,11 +10,16 @@ This prints that picture for any run kept with ``--keep``.
 
     python bench/scalability.py --generator large-scale --systems ours --keep /tmp/run
     python bench/audit_timeline.py /tmp/run/01-ours --until 180
+    python bench/audit_timeline.py /tmp/run/01-ours --window 120 --until 720 --inversions
 
 Per window: the controller's Workload writes by class (the name's first
 part: ``small-0-3-1`` is ``small``) and by which write to that Workload it
 was (1st, 2nd, 3+); the runner's writes by HTTP code. The audit policy of
-the scalability bench logs updates and patches of Workloads only.
+the scalability bench logs updates and patches of Workloads only. With
+``--inversions``, also the medium Workloads admitted in each window and how
+many of them while a large one of their own ClusterQueue existed and waited
+(upstream's run of its large-scale generator: 178 over the whole run; ours
+about 5,000-6,000, all in the first four minutes).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import json
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
+
+import yaml
 
 
 def _start(run: Path) -> datetime:
@@ -61,12 +68,72 @@ def timeline(run: Path, window: float, until: float) -> dict[int, Counter[tuple[
     return bins
 
 
+def inversions(run: Path, window: float, until: float) -> dict[int, tuple[int, int]]:
+    """Per window index: (medium Workloads admitted in it, those of them admitted while a large one of
+    their own ClusterQueue existed and waited), a queue's priority order broken on upstream's generators.
+
+    A Workload's admission is the controller's last successful write before the runner's first write
+    (its finish); a queue's large Workloads exist from the end of its generation group of the large
+    class (the runner's ``generator.go`` "End generation" line of the group with the large class's
+    creation interval, read from the generator file beside the run) and wait until their own admission.
+    """
+    start = _start(run)
+    interval = _large_interval(run)
+    large_from: dict[str, float] = {}
+    with (run / "runner.log").open() as log:
+        for line in log:
+            if "End generation" in line and f'"delay": "{interval}"' in line:
+                namespace = json.loads(line.rstrip("\n").split("\t")[-1]).get("namespace", "")
+                large_from[namespace] = (datetime.fromisoformat(line.split("\t")[0][:26]) - start).total_seconds()
+    admitted: dict[tuple[str, str], float] = {}
+    done: set[tuple[str, str]] = set()
+    with (run / "audit.log").open() as audit:
+        for line in audit:
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if ref.get("resource") != "workloads":
+                continue
+            key = (ref.get("namespace", ""), ref.get("name", ""))
+            if key in done:
+                continue
+            if "runner" in event.get("userAgent", ""):
+                done.add(key)
+            elif event["responseStatus"].get("code") == 200:
+                admitted[key] = (datetime.fromisoformat(event["stageTimestamp"][:26]) - start).total_seconds()
+    large_admitted: dict[str, list[float]] = {}
+    for (namespace, name), at in admitted.items():
+        if name.startswith("large") and (namespace, name) in done:
+            large_admitted.setdefault(namespace, []).append(at)
+    counts: dict[int, tuple[int, int]] = {}
+    for (namespace, name), at in admitted.items():
+        if not name.startswith("medium") or (namespace, name) not in done or at > until:
+            continue
+        waited = large_from.get(namespace, float("inf")) <= at and any(t > at for t in large_admitted.get(namespace, ()))
+        total, inverted = counts.get(int(at // window), (0, 0))
+        counts[int(at // window)] = (total + 1, inverted + waited)
+    return counts
+
+
+def _large_interval(run: Path) -> str:
+    """The large class's ``creationIntervalMs`` in the run's generator file, as the runner logs it ("700ms")."""
+    generator = yaml.safe_load((run.parent / "generator.yaml").read_text())
+    for cohort in generator["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            for workloads in queues["workloadsSets"]:
+                if any(w["className"] == "large" for w in workloads["workloads"]):
+                    return f"{workloads['creationIntervalMs']}ms"
+    raise SystemExit("the generator file has no class named 'large'")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run directory kept by bench/scalability.py --keep (holds runner.log, audit.log)")
     parser.add_argument("--window", type=float, default=30.0, help="seconds per line (default 30)")
     parser.add_argument("--until", type=float, default=180.0, help="seconds after the runner started (default 180)")
+    parser.add_argument("--inversions", action="store_true",
+                        help="also count medium Workloads admitted while a large one of their queue waited, per window")
     args = parser.parse_args()
+    inverted = inversions(args.run, args.window, args.until) if args.inversions else {}
     for index, counts in sorted(timeline(args.run, args.window, args.until).items()):
         controller = ", ".join(f"{kind} {nth} {n}" for (who, kind, nth), n in sorted(counts.items()) if who == "controller")
         runner = Counter[str]()
@@ -75,6 +142,9 @@ def main() -> None:
                 runner[code] += n
         print(f"{index * args.window:6.0f}s  controller: {controller or '-'}")
         print(f"{'':8}runner: {', '.join(f'{code} {n}' for code, n in sorted(runner.items())) or '-'}")
+        if args.inversions:
+            total, waited = inverted.get(index, (0, 0))
+            print(f"{'':8}medium admitted: {total}, while a large one of their queue waited: {waited}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -42,29 +43,38 @@ def _start(run: Path) -> datetime:
     raise SystemExit(f"{run}/runner.log has no 'Start runner' line: is this a run directory kept by bench/scalability.py?")
 
 
-def timeline(run: Path, window: float, until: float) -> dict[int, Counter[tuple[str, str, str]]]:
-    """Counts per window index of (who, class, what): who is ``controller`` or ``runner``."""
-    start = _start(run)
-    writes: Counter[tuple[str, str]] = Counter()
-    bins: dict[int, Counter[tuple[str, str, str]]] = defaultdict(Counter)
+def _seconds(stamp: str, start: datetime) -> float:
+    """An audit or runner-log timestamp (RFC 3339, nanoseconds cut to microseconds) as seconds after ``start``."""
+    return (datetime.fromisoformat(stamp[:26]) - start).total_seconds()
+
+
+def _workload_writes(run: Path, start: datetime) -> Iterator[tuple[float, tuple[str, str], bool, int | None]]:
+    """The audit log's Workload writes in order: (seconds after ``start``, (namespace, name), by the runner, HTTP code)."""
     with (run / "audit.log").open() as audit:
         for line in audit:
             event = json.loads(line)
             ref = event.get("objectRef") or {}
             if ref.get("resource") != "workloads":
                 continue
-            at = (datetime.fromisoformat(event["stageTimestamp"][:26]) - start).total_seconds()
-            if at > until:
-                break
-            name = ref.get("name", "")
-            kind = name.split("-")[0]
-            if "runner" in event.get("userAgent", ""):
-                bins[int(at // window)][("runner", kind, str(event["responseStatus"].get("code")))] += 1
-                continue
-            key = (ref.get("namespace", ""), name)
-            writes[key] += 1
-            nth = {1: "1st", 2: "2nd"}.get(writes[key], "3+")
-            bins[int(at // window)][("controller", kind, nth)] += 1
+            key = (ref.get("namespace", ""), ref.get("name", ""))
+            by_runner = "runner" in event.get("userAgent", "")
+            yield _seconds(event["stageTimestamp"], start), key, by_runner, event["responseStatus"].get("code")
+
+
+def timeline(run: Path, window: float, until: float) -> dict[int, Counter[tuple[str, str, str]]]:
+    """Counts per window index of (who, class, what): who is ``controller`` or ``runner``."""
+    writes: Counter[tuple[str, str]] = Counter()
+    bins: dict[int, Counter[tuple[str, str, str]]] = defaultdict(Counter)
+    for at, key, by_runner, code in _workload_writes(run, _start(run)):
+        if at > until:
+            break
+        kind = key[1].split("-")[0]
+        if by_runner:
+            bins[int(at // window)][("runner", kind, str(code))] += 1
+            continue
+        writes[key] += 1
+        nth = {1: "1st", 2: "2nd"}.get(writes[key], "3+")
+        bins[int(at // window)][("controller", kind, nth)] += 1
     return bins
 
 
@@ -84,22 +94,16 @@ def inversions(run: Path, window: float, until: float) -> dict[int, tuple[int, i
         for line in log:
             if "End generation" in line and f'"delay": "{interval}"' in line:
                 namespace = json.loads(line.rstrip("\n").split("\t")[-1]).get("namespace", "")
-                large_from[namespace] = (datetime.fromisoformat(line.split("\t")[0][:26]) - start).total_seconds()
+                large_from[namespace] = _seconds(line.split("\t")[0], start)
     admitted: dict[tuple[str, str], float] = {}
     done: set[tuple[str, str]] = set()
-    with (run / "audit.log").open() as audit:
-        for line in audit:
-            event = json.loads(line)
-            ref = event.get("objectRef") or {}
-            if ref.get("resource") != "workloads":
-                continue
-            key = (ref.get("namespace", ""), ref.get("name", ""))
-            if key in done:
-                continue
-            if "runner" in event.get("userAgent", ""):
-                done.add(key)
-            elif event["responseStatus"].get("code") == 200:
-                admitted[key] = (datetime.fromisoformat(event["stageTimestamp"][:26]) - start).total_seconds()
+    for at, key, by_runner, code in _workload_writes(run, start):
+        if key in done:
+            continue
+        if by_runner:
+            done.add(key)
+        elif code == 200:
+            admitted[key] = at
     large_admitted: dict[str, list[float]] = {}
     for (namespace, name), at in admitted.items():
         if name.startswith("large") and (namespace, name) in done:

@@ -194,6 +194,26 @@ def workload_rows(csv_text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(csv_text)))
 
 
+def dropped_events(summary: Mapping[str, Any]) -> int:
+    """Workload events the runner's recorder dropped (``droppedWorkloadEvents``).
+
+    Its reconciler hands every Workload event to the recorder through a
+    channel of 1,000 and drops what does not fit rather than wait, so under a
+    stream of writes its per-Workload figures (time to admission and to
+    finish, evictions, finished) miss those events: a Workload whose Finished
+    event was dropped counts as never finished in ``wlStates.csv``.
+    """
+    return int(summary.get("droppedWorkloadEvents") or 0)
+
+
+def finished_workloads(workloads: Iterable[Mapping[str, Any]]) -> int:
+    """Workloads whose ``Finished`` condition is true, as the API server has them."""
+    return sum(
+        1 for wl in workloads
+        if any(c.get("type") == "Finished" and c.get("status") == "True" for c in (wl.get("status") or {}).get("conditions") or [])
+    )  # fmt: skip
+
+
 def finished(rows: Iterable[Mapping[str, str]]) -> tuple[int, int]:
     """(finished, total) Workloads in ``wlStates.csv`` (``ms to finish`` 0: never finished while recorded)."""
     rows = list(rows)
@@ -269,8 +289,13 @@ class Run:
     controller_cpu_s: float
     controller_peak_mib: float
     apiserver_cpu_s: float
+    #: Finished Workloads: as listed from the API server after the run when that list was read, else the runner's count.
     finished: int = 0
     workloads: int = 0
+    #: The runner's own count of finished Workloads (``wlStates.csv``) when it differs from ``finished``.
+    recorded_finished: int | None = None
+    #: Workload events the runner's recorder dropped (:func:`dropped_events`).
+    dropped_events: int = 0
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     stop_s: float | None = None
     #: Why the runner wrote no summary (e.g. its recording timed out); such a run is left out of the table's means.
@@ -524,18 +549,23 @@ def parse_run(
     incomplete: str | None = None,
     requests: Mapping[tuple[str, str], float] | None = None,
 ) -> Run:
-    """One run's figures; without the runner's summary (``incomplete``) the finished count comes from the Workloads."""
+    """One run's figures.
+
+    The finished count is the API server's (the Workloads listed after the
+    run) whenever that list was read: the runner's own count misses the
+    Workloads whose Finished event its recorder dropped (:func:`dropped_events`),
+    which made a complete run look like one that left Workloads unfinished.
+    """
     summary = yaml.safe_load(summary_yaml) or {}
     rows = workload_rows(wl_csv) if wl_csv else []
     workloads = list(workloads)
-    if rows:
-        done, total = finished(rows)
+    recorded = None
+    if workloads:
+        done, total = finished_workloads(workloads), len(workloads)
+        if rows and (counted := finished(rows)) != (done, total):
+            recorded = counted[0]
     else:
-        done = sum(
-            1 for wl in workloads
-            if any(c.get("type") == "Finished" and c.get("status") == "True" for c in (wl.get("status") or {}).get("conditions") or [])
-        )  # fmt: skip
-        total = len(workloads)
+        done, total = finished(rows)
     return Run(
         system=system,
         wall_s=wall_s,
@@ -550,6 +580,8 @@ def parse_run(
         apiserver_cpu_s=apiserver_cpu_s,
         finished=done,
         workloads=total,
+        recorded_finished=recorded,
+        dropped_events=dropped_events(summary),
         load=load,
         stop_s=stop_s,
         incomplete=incomplete,
@@ -610,7 +642,8 @@ FIGURES: list[tuple[str, Any, int]] = [
      lambda r: r.audit["controller writes"] / r.workloads if r.audit and r.workloads else None, 2),
     ("409 conflicts answered to the controller (audit log)", lambda r: r.audit.get("controller 409s"), 0),
     ("409 conflicts answered to the runner (audit log)", lambda r: r.audit.get("runner 409s"), 0),
-    ("Workloads finished", lambda r: r.finished, 0),
+    ("Workloads finished (as listed from the API server after the run)", lambda r: r.finished, 0),
+    ("Workload events the runner's recorder dropped (its per-Workload figures miss them)", lambda r: r.dropped_events, 0),
 ]
 
 
@@ -676,6 +709,10 @@ def run_line(run: Run) -> str:
     incomplete = f" [incomplete: {run.incomplete}]" if run.incomplete else ""
     runner = "" if run.runner_cpu_s is None else f", runner CPU {run.runner_cpu_s:.1f} s"
     runner += f" (nice {run.runner_nice})" if run.runner_nice else ""
+    if run.recorded_finished is not None:
+        runner += f", finished by the runner's count {run.recorded_finished}"
+    if run.dropped_events:
+        runner += f", Workload events dropped by the runner's recorder {run.dropped_events}"
     return (
         f"{run.system}{incomplete}: wall {run.wall_s:.0f} s, admission {adm} s, small admission→finish {a2f} s, "
         f"evictions {run.evictions} {dict(run.eviction_reasons) or ''}, conflicts {run.conflicts}, "

@@ -28,7 +28,10 @@ Workload class, median time from admission to finish of small Workloads
 reasons from the Workloads' Preempted conditions after the run),
 "object has been modified" conflicts in the runner's log, quota-time held
 (the runner's ``cpuUsed``), controller CPU seconds and peak RSS, apiserver CPU
-seconds (both from /proc over the runner's lifetime), and from the manager
+seconds (both from /proc over the runner's lifetime), the Workloads finished
+(as the API server lists them after the run; the runner's recorder drops
+Workload events it cannot take at once, and their count is printed too, so
+its per-Workload figures can miss some), and from the manager
 apiserver's audit log (``--no-audit`` leaves it off) the writes to Workloads
 and the 409s answered, by client: the controller's, the runner's, each
 with whose write it lost to (the one stored on the version it was sent on, read

@@ -230,6 +230,27 @@ def test_a_run_without_summary_is_counted_from_the_workloads_and_left_out_of_the
     assert text.splitlines()[-2:] == ["Left out of the means (no summary from the runner):", f"- {line}"]
 
 
+def test_finished_comes_from_the_api_server_when_the_runners_recorder_dropped_events() -> None:
+    finished = _wl({"type": "Finished", "status": "True", "reason": "ByTest"})
+    # wlStates.csv says 4 of 5 finished (d's Finished event was dropped); the API server has all five finished.
+    dropped = SUMMARY.replace("droppedWorkloadEvents: 0", "droppedWorkloadEvents: 1647")
+    run = perf.parse_run(
+        "ours", dropped, WL_CSV, RUNNER_LOG, [finished] * 5, wall_s=900, controller_cpu_s=300.0,
+        controller_peak_kib=1024, apiserver_cpu_s=100.0,
+    )  # fmt: skip
+    assert (run.finished, run.workloads, run.recorded_finished, run.dropped_events) == (5, 5, 4, 1647)
+    line = perf.run_line(run)
+    assert "finished 5/5" in line and "finished by the runner's count 4" in line
+    assert "Workload events dropped by the runner's recorder 1647" in line
+    text = perf.table([run], ["ours"])
+    assert "| Workloads finished (as listed from the API server after the run) | 5 |" in text
+    assert "| Workload events the runner's recorder dropped (its per-Workload figures miss them) | 1,647 |" in text
+    # the same counts on both sides: nothing extra on the line; without a list, the runner's count
+    agreed = _run("ours", 166, workloads=[finished] * 4 + [_wl()])
+    assert agreed.recorded_finished is None and "runner's count" not in perf.run_line(agreed)
+    assert (_run("ours", 166).finished, _run("ours", 166).recorded_finished) == (4, None)
+
+
 def _audit_line(agent: str, verb: str, code: int, stage: str = "ResponseComplete") -> str:
     import json
 

@@ -48,7 +48,13 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from multikueue.api.admissioncheck import AdmissionCheck
-from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.clusterqueue import (
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    ClusterQueuePreemption,
+    ReclaimWithinCohortPolicy,
+    WithinClusterQueuePolicy,
+)
 from multikueue.api.cohort import Cohort
 from multikueue.api.localqueue import LocalQueue
 from multikueue.api.resourceflavor import ResourceFlavor
@@ -95,6 +101,37 @@ class QuotaHolder:
     assumed: bool = False
 
 
+#: Lower than any Workload priority (an int32).
+_ANY_PRIORITY = -(2**31) - 1
+
+
+def _lowest_preemptor(preemption: ClusterQueuePreemption, same_queue: bool, priority: int) -> int | None:
+    """The lowest priority a Workload of a ClusterQueue with ``preemption`` needs to preempt one of
+    ``priority`` that started holding quota in its ClusterQueue (``same_queue``) or in another of its
+    quota tree, or ``None`` when none may.
+
+    Coarse on purpose, it only decides whom a new holder of quota wakes
+    (see :meth:`Cache._mark_new_holder`): it does not ask whether that
+    Workload borrows, nor when it was created (the equal priority of
+    ``LowerOrNewerEqualPriority`` counts as enough).
+    """
+    if same_queue:
+        within = preemption.within_cluster_queue
+        if within == WithinClusterQueuePolicy.NEVER:
+            return None
+        return priority + 1 if within == WithinClusterQueuePolicy.LOWER_PRIORITY else priority
+    reclaim = preemption.reclaim_within_cohort
+    if reclaim == ReclaimWithinCohortPolicy.ANY:
+        return _ANY_PRIORITY
+    borrow = preemption.borrow_within_cohort
+    borrow_ok = borrow.policy == BorrowWithinCohortPolicy.LOWER_PRIORITY and (
+        borrow.max_priority_threshold is None or priority <= borrow.max_priority_threshold
+    )
+    if reclaim == ReclaimWithinCohortPolicy.LOWER_PRIORITY or borrow_ok:
+        return priority + 1
+    return None
+
+
 def _holds_quota(workload: Workload) -> bool:
     return workload.status.admission is not None and workload.has_quota_reservation and not workload.is_finished
 
@@ -135,6 +172,17 @@ class Cache:
         gave quota back (``released``) or started holding quota there (see :meth:`park`)."""
         for cq_name in cq_names:
             self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), by_workload=by_workload, released=released)
+
+    def _mark_new_holder(self, cq_name: str, priority: int) -> None:
+        """Mark the quota tree of a ClusterQueue where a Workload of ``priority`` started holding quota (a
+        possible victim): its Workloads parked for lack of victims wake a requeue batch later, in the
+        ClusterQueues whose preemption policy lets them preempt it (see :func:`_lowest_preemptor`)."""
+        tree = self._tree.tree_of(cq_name)
+        lowest: dict[str, int | None] = {}
+        for name in tree:
+            state = self._store.cluster_queue_state(name)
+            lowest[name] = _lowest_preemptor(state.spec.preemption, name == cq_name, priority) if state else None
+        self._queues.mark_cluster_queues(tree, by_workload=True, released=False, preemptors_from=lowest)
 
     # --- ResourceFlavor --------------------------------------------------------------
 
@@ -346,7 +394,10 @@ class Cache:
             # assumed admission is confirmed takes nothing more, but may be preempted from now on.
             if workload is not None:
                 priority = self._queues.priority_of(workload)[0]
-            self._mark_trees(changed, by_workload=True, released=held is not None)
+            if held is not None:
+                self._mark_trees(changed, by_workload=True)
+            elif contribution is not None:
+                self._mark_new_holder(contribution.cluster_queue, priority or 0)
             # Finished or deleted, what it gave back may go at once to those of its kind (see
             # PendingQueues.wake_to_fill); evicted, its quota is its preemptor's.
             if held is not None and contribution is None and (workload is None or workload.is_finished):
@@ -356,7 +407,7 @@ class Cache:
                 queues = self._store.local_queues_in(held.cluster_queue)
                 self._queues.wake_to_fill(held.cluster_queue, queues, priority or 0, released)
             if confirmed and not changed and contribution is not None:
-                self._mark_trees((contribution.cluster_queue,), by_workload=True, released=False)
+                self._mark_new_holder(contribution.cluster_queue, priority or 0)
         pending: PendingWorkload | None = None
         if workload is not None and contribution is None and _wants_quota(workload):
             pending = self._queues.entry_for(key, workload)

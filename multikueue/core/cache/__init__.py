@@ -48,13 +48,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from multikueue.api.admissioncheck import AdmissionCheck
-from multikueue.api.clusterqueue import (
-    BorrowWithinCohortPolicy,
-    ClusterQueue,
-    ClusterQueuePreemption,
-    ReclaimWithinCohortPolicy,
-    WithinClusterQueuePolicy,
-)
+from multikueue.api.clusterqueue import ClusterQueue, ReclaimWithinCohortPolicy
 from multikueue.api.cohort import Cohort
 from multikueue.api.localqueue import LocalQueue
 from multikueue.api.resourceflavor import ResourceFlavor
@@ -101,37 +95,6 @@ class QuotaHolder:
     assumed: bool = False
 
 
-#: Lower than any Workload priority (an int32).
-_ANY_PRIORITY = -(2**31) - 1
-
-
-def _lowest_preemptor(preemption: ClusterQueuePreemption, same_queue: bool, priority: int) -> int | None:
-    """The lowest priority a Workload of a ClusterQueue with ``preemption`` needs to preempt one of
-    ``priority`` that started holding quota in its ClusterQueue (``same_queue``) or in another of its
-    quota tree, or ``None`` when none may.
-
-    Coarse on purpose, it only decides whom a new holder of quota wakes
-    (see :meth:`Cache._mark_new_holder`): it does not ask whether that
-    Workload borrows, nor when it was created (the equal priority of
-    ``LowerOrNewerEqualPriority`` counts as enough).
-    """
-    if same_queue:
-        within = preemption.within_cluster_queue
-        if within == WithinClusterQueuePolicy.NEVER:
-            return None
-        return priority + 1 if within == WithinClusterQueuePolicy.LOWER_PRIORITY else priority
-    reclaim = preemption.reclaim_within_cohort
-    if reclaim == ReclaimWithinCohortPolicy.ANY:
-        return _ANY_PRIORITY
-    borrow = preemption.borrow_within_cohort
-    borrow_ok = borrow.policy == BorrowWithinCohortPolicy.LOWER_PRIORITY and (
-        borrow.max_priority_threshold is None or priority <= borrow.max_priority_threshold
-    )
-    if reclaim == ReclaimWithinCohortPolicy.LOWER_PRIORITY or borrow_ok:
-        return priority + 1
-    return None
-
-
 def _holds_quota(workload: Workload) -> bool:
     return workload.status.admission is not None and workload.has_quota_reservation and not workload.is_finished
 
@@ -166,23 +129,36 @@ class Cache:
         self._cq_views: dict[str, tuple[tuple[object, ...], ClusterQueueStatusView]] = {}
         self._lq_views: dict[LocalQueueKey, tuple[tuple[object, ...], LocalQueueStatusView]] = {}
 
-    def _mark_trees(self, cq_names: Iterable[str], *, by_workload: bool = False, released: bool = True) -> None:
+    def _mark_trees(self, cq_names: Iterable[str], *, by_workload: bool = False) -> None:
         """Mark each ClusterQueue and every ClusterQueue sharing its cohort tree, which wakes their parked
         Workloads: at once when the tree changed, else (``by_workload``) a requeue batch after a Workload
-        gave quota back (``released``) or started holding quota there (see :meth:`park`)."""
+        gave quota back there (see :meth:`park`; one that starts holding quota: :meth:`_mark_new_holder`)."""
         for cq_name in cq_names:
-            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), by_workload=by_workload, released=released)
+            self._queues.mark_cluster_queues(self._tree.tree_of(cq_name), by_workload=by_workload)
 
-    def _mark_new_holder(self, cq_name: str, priority: int) -> None:
-        """Mark the quota tree of a ClusterQueue where a Workload of ``priority`` started holding quota (a
-        possible victim): its Workloads parked for lack of victims wake a requeue batch later, in the
-        ClusterQueues whose preemption policy lets them preempt it (see :func:`_lowest_preemptor`)."""
+    def _mark_new_holder(self, cq_name: str) -> None:
+        """Mark the quota tree of a ClusterQueue where a Workload started holding quota; the Workloads parked
+        there for lack of victims wake a requeue batch later in the other ClusterQueues of the tree that
+        may reclaim quota (``reclaimWithinCohort`` not ``Never``), none in ``cq_name`` itself.
+
+        Why not its own queue: to preempt the new holder gives back only what it took, so a Workload of
+        that queue that found no set of victims making it fit before finds none now. In another queue it
+        may: by borrowing, the new holder can make its queue's other Workloads reclaimable. Waking its
+        own queue too (as this did before) started that queue's batch each time a Workload was admitted
+        there: where a large high-priority Workload runs back to back (1 s, the next one created 1.2 s
+        after the last), the batch begun at its admission ended as it finished, and the medium Workloads
+        parked behind it woke into the gap before the next one and were evicted by it (decisions, stop
+        50). Upstream starts no batch when a Workload is admitted.
+        """
         tree = self._tree.tree_of(cq_name)
-        lowest: dict[str, int | None] = {}
-        for name in tree:
-            state = self._store.cluster_queue_state(name)
-            lowest[name] = _lowest_preemptor(state.spec.preemption, name == cq_name, priority) if state else None
-        self._queues.mark_cluster_queues(tree, by_workload=True, released=False, preemptors_from=lowest)
+        victims_in = {
+            name
+            for name in tree
+            if name != cq_name
+            and (state := self._store.cluster_queue_state(name)) is not None
+            and state.spec.preemption.reclaim_within_cohort != ReclaimWithinCohortPolicy.NEVER
+        }
+        self._queues.mark_cluster_queues(tree, by_workload=True, released=False, victims_in=victims_in)
 
     # --- ResourceFlavor --------------------------------------------------------------
 
@@ -397,7 +373,7 @@ class Cache:
             if held is not None:
                 self._mark_trees(changed, by_workload=True)
             elif contribution is not None:
-                self._mark_new_holder(contribution.cluster_queue, priority or 0)
+                self._mark_new_holder(contribution.cluster_queue)
             # Finished or deleted, what it gave back may go at once to those of its kind (see
             # PendingQueues.wake_to_fill); evicted, its quota is its preemptor's.
             if held is not None and contribution is None and (workload is None or workload.is_finished):
@@ -407,7 +383,7 @@ class Cache:
                 queues = self._store.local_queues_in(held.cluster_queue)
                 self._queues.wake_to_fill(held.cluster_queue, queues, priority or 0, released)
             if confirmed and not changed and contribution is not None:
-                self._mark_new_holder(contribution.cluster_queue, priority or 0)
+                self._mark_new_holder(contribution.cluster_queue)
         pending: PendingWorkload | None = None
         if workload is not None and contribution is None and _wants_quota(workload):
             pending = self._queues.entry_for(key, workload)

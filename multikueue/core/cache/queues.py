@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from functools import cached_property
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -135,9 +135,6 @@ class _Park:
     #: It would fit with preemption and found no victims: a Workload starting to hold quota in the tree
     #: may be one (see :meth:`PendingQueues.mark_cluster_queues`).
     for_victims: bool = False
-    #: The parked Workload's priority (its equals' too): only one that outranks a new holder of quota, as
-    #: its queue's preemption policy asks, may take it as a victim.
-    priority: int = 0
 
 
 def _tried(entry: PendingWorkload) -> bool:
@@ -199,10 +196,9 @@ class PendingQueues:
         #: Parked Workloads: the ClusterQueue and when (the tick).
         self._parked: dict[WorkloadKey, _Park] = {}
         #: Per ClusterQueue, how many entries of ``_parked`` name it (some may have been woken since), and
-        #: how many of them are ``for_victims``, per priority: a requeue batch is not started for a queue
-        #: with none that could preempt the Workload that started holding quota.
+        #: how many of them are ``for_victims``: a requeue batch is not started for a queue with none.
         self._parked_in: dict[str, int] = {}
-        self._for_victims_in: dict[str, dict[int, int]] = {}
+        self._for_victims_in: dict[str, int] = {}
         #: Per ClusterQueue, per (priority, shape), the last parking of a Workload of that kind: the pending
         #: Workloads equal to it are parked with it (see :meth:`park`), those a cycle reaches one by one get
         #: a mark of their own. A mark stands until the ClusterQueue's parked Workloads all wake, as
@@ -510,7 +506,9 @@ class PendingQueues:
         Workload itself changes what it asks (:meth:`set_pending`), or on
         :meth:`unpark`; ``for_victims`` (it would fit with preemption and
         found no victims): also a requeue batch after a Workload started
-        holding quota in the tree (a new possible victim).
+        holding quota in another ClusterQueue of the tree (its borrowing may
+        make that queue's Workloads reclaimable; see ``victims_in`` of
+        :meth:`mark_cluster_queues`).
 
         Its equals (same priority, same pod sets) in the ClusterQueue are
         parked with it, until the same wake: those already queued and those
@@ -525,9 +523,9 @@ class PendingQueues:
         took the quota its next peer was about to arrive for, and was
         evicted by it (decisions, "Equals of a parked Workload").
         """
-        entry = self._pending.get(key)
-        mark = _Park(cq_name, self._tick, for_victims, entry.priority if entry is not None else 0)
+        mark = _Park(cq_name, self._tick, for_victims)
         self._park_as(key, mark)
+        entry = self._pending.get(key)
         if entry is not None:
             self._kinds_parked.setdefault(cq_name, {})[(entry.priority, entry.shape)] = mark
 
@@ -536,8 +534,7 @@ class PendingQueues:
         # Counted before the old mark is dropped: the count reaching zero on the way would drop the kinds.
         self._parked_in[cq_name] = self._parked_in.get(cq_name, 0) + 1
         if mark.for_victims:
-            counts = self._for_victims_in.setdefault(cq_name, {})
-            counts[mark.priority] = counts.get(mark.priority, 0) + 1
+            self._for_victims_in[cq_name] = self._for_victims_in.get(cq_name, 0) + 1
         self._unpark(key)
         self._parked[key] = mark
         self._drop_recheck(key)
@@ -593,10 +590,7 @@ class PendingQueues:
         if old.cluster_queue not in self._parked_in and not self._kinds_parked.get(old.cluster_queue):
             self._kinds_parked.pop(old.cluster_queue, None)  # nothing parked there any more
         if old.for_victims:
-            counts = self._for_victims_in[old.cluster_queue]
-            _decrement(counts, old.priority)
-            if not counts:
-                del self._for_victims_in[old.cluster_queue]
+            _decrement(self._for_victims_in, old.cluster_queue)
 
     # --- dirty tracking -----------------------------------------------------------------------------
 
@@ -606,7 +600,7 @@ class PendingQueues:
         *,
         by_workload: bool = False,
         released: bool = True,
-        preemptors_from: Mapping[str, int | None] | None = None,
+        victims_in: Collection[str] | None = None,
     ) -> None:
         """Have the next cycle re-evaluate these ClusterQueues (a quota tree) and wake their parked Workloads.
 
@@ -619,15 +613,11 @@ class PendingQueues:
         event. A finished Workload's own ClusterQueue also wakes at once those that can take what it
         gave back (:meth:`wake_to_fill`).
 
-        A new holder of quota starts that batch only in a ClusterQueue where a Workload parked for lack
-        of victims could preempt it: ``preemptors_from`` gives, per ClusterQueue, the lowest priority
-        such a Workload needs (``None``, or a queue left out: none may; without the mapping, any may).
-        Upstream starts no batch when a Workload is admitted; ours does for those, as the new holder
-        may be the victim they lacked. Started for every one of them, the batch of a queue where a
-        large high-priority Workload runs back to back began when each large one was admitted, and so
-        ended when it finished, about its runtime (1 s) later: the medium Workloads parked behind it
-        woke into the gap before the next large one and were evicted by it, each time (decisions,
-        stop 50). A lower-priority Workload cannot preempt it, so its admission wakes none of them.
+        A new holder of quota starts that batch only for the Workloads parked for lack of victims, and
+        only in the ClusterQueues of ``victims_in`` (default: all of ``names``), where it may have
+        brought them some (see :meth:`Cache._mark_new_holder
+        <multikueue.core.cache.Cache._mark_new_holder>`). Upstream starts no batch when a Workload is
+        admitted.
 
         Why a batch and not at once: when a higher-priority Workload runs back to back in a ClusterQueue
         (the next one arrives just after the last one finished), the lower-priority Workloads parked
@@ -647,23 +637,16 @@ class PendingQueues:
             elif released:
                 if self._waits_for_release(name):
                     self._batched.setdefault(name, None)
-            elif preemptors_from is None:
-                if self._waits_for_victims(name, None):
-                    self._batched.setdefault(name, None)
-            elif (lowest := preemptors_from.get(name)) is not None and self._waits_for_victims(name, lowest):
+            elif (victims_in is None or name in victims_in) and self._waits_for_victims(name):
                 self._batched.setdefault(name, None)
 
     def _waits_for_release(self, cq_name: str) -> bool:
         """Whether a Workload may be parked in the ClusterQueue (woken by a release in its tree)."""
         return cq_name in self._parked_in or bool(self._kinds_parked.get(cq_name))
 
-    def _waits_for_victims(self, cq_name: str, lowest: int | None) -> bool:
-        """Whether a Workload may be parked in the ClusterQueue for lack of victims (woken by a new one), of
-        priority ``lowest`` or higher (``None``: any)."""
-        floor = lowest if lowest is not None else -(2**63)
-        if any(priority >= floor for priority in self._for_victims_in.get(cq_name, ())):
-            return True
-        return any(m.for_victims and m.priority >= floor for m in self._kinds_parked.get(cq_name, {}).values())
+    def _waits_for_victims(self, cq_name: str) -> bool:
+        """Whether a Workload may be parked in the ClusterQueue for lack of victims (woken by a new one)."""
+        return cq_name in self._for_victims_in or any(m.for_victims for m in self._kinds_parked.get(cq_name, {}).values())
 
     def wake_to_fill(
         self, cq_name: str, local_queues: Iterable[LocalQueueKey], priority: int, released: Mapping[str, Decimal]

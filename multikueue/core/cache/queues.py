@@ -615,8 +615,9 @@ class PendingQueues:
 
         A new holder of quota starts that batch only for the Workloads parked for lack of victims, and
         only in the ClusterQueues of ``victims_in`` (default: all of ``names``), where it may have
-        brought them some (see :meth:`Cache._mark_new_holder
-        <multikueue.core.cache.Cache._mark_new_holder>`). Upstream starts no batch when a Workload is
+        brought them some: the cache passes the other ClusterQueues of the tree that may reclaim quota
+        (borrowing, the new holder may make its queue's Workloads reclaimable; in its own queue,
+        preempting it would give back only what it took). Upstream starts no batch when a Workload is
         admitted.
 
         Why a batch and not at once: when a higher-priority Workload runs back to back in a ClusterQueue

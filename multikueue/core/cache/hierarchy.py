@@ -122,8 +122,9 @@ class QuotaTree:
         #: Grows whenever quotas, weights or the shape of any tree change (what a share depends on besides usage;
         #: see :meth:`_refresh`).
         self.shape_version = 0
-        #: Root cohort name -> (its node, the shape version, the names of its ClusterQueues) (see :meth:`tree_of`).
-        self._tree_names: dict[str, tuple[QuotaNode, int, frozenset[str]]] = {}
+        #: Root cohort name -> (its node, the names of its ClusterQueues) (see :meth:`tree_of`); emptied on every
+        #: change of shape, so a deleted cohort's entry (and the nodes it reaches) does not outlive it.
+        self._tree_names: dict[str, tuple[QuotaNode, frozenset[str]]] = {}
 
     # --- shape: ClusterQueues -------------------------------------------------------------
 
@@ -222,6 +223,7 @@ class QuotaTree:
         """Recompute a tree after its quotas or shape changed (every such change ends here)."""
         refresh_tree(root)
         self.shape_version += 1
+        self._tree_names.clear()
 
     def _prune_cohort(self, name: str) -> None:
         """Drop an implicit cohort node nothing refers to any more."""
@@ -248,9 +250,9 @@ class QuotaTree:
             return frozenset((cq_name,))
         root = root_of(node)
         known = self._tree_names.get(root.name)
-        if known is None or known[0] is not root or known[1] != self.shape_version:
-            known = self._tree_names[root.name] = (root, self.shape_version, frozenset(_leaf_names(root)))
-        return known[2]
+        if known is None or known[0] is not root:
+            known = self._tree_names[root.name] = (root, frozenset(_leaf_names(root)))
+        return known[1]
 
     def cohort_root(self, cq_name: str) -> str:
         """A name identifying the ClusterQueue's quota tree (the queue itself without a cohort)."""

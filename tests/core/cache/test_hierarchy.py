@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from decimal import Decimal
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from multikueue.api.cohort import Cohort
 from multikueue.core.cache.hierarchy import Contribution, QueueStats, QuotaTree, admission_usage
+from multikueue.core.quota import QuotaNode
 
 pytestmark = pytest.mark.unit
 
@@ -139,6 +141,18 @@ def test_stats_of_unknown_queues_are_empty() -> None:
     assert tree.cluster_queue_stats("none") == QueueStats()
     assert tree.local_queue_stats(("ns", "none")) == QueueStats()
     assert tree.usage("none") == {}
+
+
+def test_a_removed_cohort_is_not_kept_alive_by_the_names_of_its_tree(build: Build) -> None:
+    """The names ``tree_of`` keeps per tree go with any change of shape: a cohort whose ClusterQueues are all
+    gone leaves nothing behind (its node was kept, with the nodes it reached, for as long as the cache ran)."""
+    cohort = "cohort-removed-in-this-test"
+    tree = tree_with(build, a={"cohortName": cohort}, b={"cohortName": cohort})
+    assert tree.tree_of("a") == {"a", "b"}
+    tree.remove_cluster_queue("a")
+    tree.remove_cluster_queue("b")
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, QuotaNode) and o.name == cohort]
 
 
 def test_the_names_of_a_tree_follow_every_change_of_its_shape(build: Build) -> None:

@@ -1263,6 +1263,76 @@ def test_candidates_behind_one_without_victims_are_parked_in_the_same_cycle() ->
     assert (result.plans, result.plans_skipped) == (0, 1)  # weighed once, for the first of them
 
 
+def test_a_head_without_victims_stays_the_head_while_its_tree_gives_quota_back() -> None:
+    """Upstream's large-scale generator, reduced: a large high-priority Workload finds no victims (its
+    equals hold the quota) and a medium one behind it would fit in what is left. After quota was given
+    back in the tree, the large one stays the queue's head and the medium one is not looked at in that
+    cycle (upstream puts such a head back on its heap, not among the inadmissible ones); the next
+    cycle, with no release since, parks it as before and admits the medium one."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
+    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
+    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
+    finish(cache, admitted["tiny"])
+    cache.upsert_workload(workload("large-2", "15", priority=200, age=50))
+    cache.upsert_workload(workload("medium", "3", priority=100, age=40))
+
+    result = schedule(cache, NOW)
+    assert names(result) == [] and result.preempted == []
+    assert set(pending(result)) == {"large-2"} and result.more
+    assert not cache.is_parked(("default", "large-2"), "cq")
+    write_pending(cache, result.pending[0])
+
+    result = schedule(cache, NOW + REQUEUE_BATCH)
+    assert names(result) == ["medium"]
+    assert cache.is_parked(("default", "large-2"), "cq")
+
+
+def test_a_head_that_cannot_preempt_at_all_is_parked_whatever_was_given_back() -> None:
+    """The head stays only if it would fit with preemption: one the queue cannot hold even empty (here,
+    no preemption policy at all) is parked, and the Workloads behind it are looked at, as before."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}})
+    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
+    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
+    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
+    finish(cache, admitted["tiny"])
+    cache.upsert_workload(workload("large-2", "15", priority=200, age=50))
+    cache.upsert_workload(workload("medium", "3", priority=100, age=40))
+    result = schedule(cache, NOW)
+    assert names(result) == ["medium"] and set(pending(result)) == {"large-2"}
+    assert cache.is_parked(("default", "large-2"), "cq")
+    # Parked so before a release, it does not hold back those behind it either.
+    write_pending(cache, result.pending[0])
+    finish(cache, confirm(cache, result.admitted[0]))
+    cache.upsert_workload(workload("medium-2", "3", priority=100, age=30))
+    assert names(schedule(cache, NOW)) == ["medium-2"]
+
+
+def test_lower_priority_workloads_wait_behind_a_parked_head_while_its_tree_gives_quota_back() -> None:
+    """The same, when the large one was parked before the release (it waits for the requeue batch): a
+    medium one arriving behind it is not looked at in the cycle after the release, and is admitted by
+    the next one (no release since)."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
+    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
+    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
+    cache.upsert_workload(workload("large-2", "15", priority=200, age=50))
+    result = schedule(cache, NOW)
+    assert set(pending(result)) == {"large-2"}
+    write_pending(cache, result.pending[0])
+    assert cache.is_parked(("default", "large-2"), "cq")
+
+    finish(cache, admitted["tiny"])
+    cache.upsert_workload(workload("medium", "3", priority=100, age=40))
+    result = schedule(cache, NOW)
+    assert names(result) == [] and result.pending == [] and result.more
+    result = schedule(cache, NOW + REQUEUE_BATCH / 2)  # still within a requeue batch of the release
+    assert names(result) == [] and result.more
+    result = schedule(cache, NOW + REQUEUE_BATCH)
+    assert names(result) == ["medium"]
+    assert cache.is_parked(("default", "large-2"), "cq")
+
+
 def test_releases_within_a_requeue_batch_share_one_wake() -> None:
     """Quota given back by higher-priority Workloads reaches a lower-priority parked one after the batch,
     which starts with the first cycle after the first release and is not pushed back by later ones."""

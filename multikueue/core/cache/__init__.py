@@ -42,7 +42,7 @@ report changed into dirty marks; the parts never call each other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -500,10 +500,17 @@ class Cache:
         """Existing LocalQueues pointing at the ClusterQueue, sorted."""
         return self._store.local_queues_sorted(cq_name)
 
-    def candidates(self, cq_name: str, local_queues: Iterable[LocalQueueKey], now: datetime) -> Iterator[PendingWorkload]:
+    def candidates(
+        self, cq_name: str, local_queues: Iterable[LocalQueueKey], now: datetime, on_hold: Callable[[], None] | None = None
+    ) -> Iterator[PendingWorkload]:
         """The ClusterQueue's pending Workloads a cycle may admit now (not parked, not backing off), in queue
         order, lazily (see :meth:`PendingQueues.candidates <multikueue.core.cache.queues.PendingQueues.candidates>`)."""
-        return self._queues.candidates(cq_name, local_queues, now)
+        return self._queues.candidates(cq_name, local_queues, now, on_hold)
+
+    def releasing(self, cq_name: str, now: datetime) -> bool:
+        """Whether quota was given back in the ClusterQueue's quota tree within a requeue batch before ``now``
+        (see :meth:`PendingQueues.releasing <multikueue.core.cache.queues.PendingQueues.releasing>`)."""
+        return self._queues.releasing(cq_name, now)
 
     def pending_in_local_queue(self, key: LocalQueueKey) -> list[PendingWorkload]:
         """Pending Workloads naming this LocalQueue (which may not exist), in queue order."""

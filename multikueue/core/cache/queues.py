@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from functools import cached_property
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -107,6 +107,8 @@ class DirtyQueues:
 
     cluster_queues: set[str] = field(default_factory=set)
     local_queues: set[LocalQueueKey] = field(default_factory=set)
+    #: ClusterQueues of the quota trees where a Workload gave quota back (see :meth:`PendingQueues.mark_cluster_queues`).
+    released: set[str] = field(default_factory=set, compare=False)
 
 
 def _quota_reserved_condition(workload: Workload) -> tuple[str, str] | None:
@@ -212,6 +214,8 @@ class PendingQueues:
         #: ClusterQueues where a Workload gave quota back or took some, to when all their parked Workloads wake
         #: (``None``: no cycle has started since, the time is set by the next :meth:`take_dirty`).
         self._batched: dict[str, datetime | None] = {}
+        #: Per ClusterQueue, the cycle time by which a Workload had last given quota back in its tree.
+        self._released_at: dict[str, datetime] = {}
 
     # --- entries ------------------------------------------------------------------------------
 
@@ -351,7 +355,13 @@ class PendingQueues:
         pending = self._pending
         return [pending[k] for _, k in self._ordered.get(key, ())]
 
-    def candidates(self, cq_name: str, local_queues: Iterable[LocalQueueKey], now: datetime) -> Iterator[PendingWorkload]:
+    def candidates(
+        self,
+        cq_name: str,
+        local_queues: Iterable[LocalQueueKey],
+        now: datetime,
+        on_hold: Callable[[], None] | None = None,
+    ) -> Iterator[PendingWorkload]:
         """The ClusterQueue's Workloads a cycle may admit, in queue order across ``local_queues``, lazily.
 
         Left out: those whose requeue backoff runs past ``now`` and those
@@ -367,8 +377,15 @@ class PendingQueues:
         queue it looked at, each time: with a backlog of thousands (upstream's
         full scalability baseline) that walk was most of the scheduler's CPU,
         work that grew with the number of pending Workloads.
+
+        With ``on_hold``: the walk ends, and ``on_hold`` is called, at the first
+        Workload of a lower priority than one passed over as parked for lack of
+        victims (it would fit were others' quota free): the scheduler asks this
+        while quota is being given back in the queue's tree (see
+        :func:`multikueue.core.scheduler._park`).
         """
         pending, parked = self._pending, self._parked
+        held_back: list[int] = []  # priorities passed over as parked for victims (hold_back)
         # The queue's kinds as the walk starts, seen as they grow in this cycle; a queue with none parked
         # yet has its first head's equals looked at (and told why they wait) in this cycle.
         kinds = self._kinds_parked.get(cq_name)
@@ -385,7 +402,8 @@ class PendingQueues:
                     rechecked.setdefault((entry.local_queue, entry.priority), []).append((entry.order, key))
         for items in rechecked.values():
             items.sort()
-        walks = [self._walk(lq, cq_name, kinds, woken, rechecked) for lq in local_queues if lq in self._ordered]
+        hold = held_back if on_hold is not None else None
+        walks = [self._walk(lq, cq_name, kinds, woken, rechecked, hold) for lq in local_queues if lq in self._ordered]
         merged: Iterable[tuple[tuple[int, datetime, str, str], WorkloadKey]] = (
             walks[0] if len(walks) == 1 else heapq.merge(*walks)
         )
@@ -393,12 +411,20 @@ class PendingQueues:
             entry = pending.get(key)
             if entry is None or (entry.requeue_at is not None and entry.requeue_at > now):
                 continue
+            if held_back and entry.priority < max(held_back):
+                assert on_hold is not None
+                on_hold()
+                return
             mark = parked.get(key)
             if mark is not None and _still_parked(mark, cq_name, woken):
+                if on_hold is not None and mark.for_victims:
+                    held_back.append(entry.priority)
                 continue
             like = self._parked_like(entry, kinds, cq_name, woken) if kinds else None
             if like is not None and like is not mark:
                 self._park_as(key, like)
+                if on_hold is not None and like.for_victims:
+                    held_back.append(entry.priority)
                 continue
             yield entry
 
@@ -409,6 +435,7 @@ class PendingQueues:
         kinds: Mapping[tuple[int, str], _Park] | None,
         woken: int,
         rechecked: Mapping[tuple[LocalQueueKey, int], list[tuple[tuple[int, datetime, str, str], WorkloadKey]]],
+        held_back: list[int] | None = None,
     ) -> Iterator[tuple[tuple[int, datetime, str, str], WorkloadKey]]:
         """One LocalQueue's order for :meth:`candidates`, without the priority bands it may pass over whole
         (but for their Workloads unparked by name, in ``rechecked``).
@@ -431,6 +458,8 @@ class PendingQueues:
                 if len(shapes) == 1:
                     mark = kinds.get((priority, next(iter(shapes))))
                     if mark is not None and _still_parked(mark, cq_name, woken):
+                        if held_back is not None and mark.for_victims:
+                            held_back.append(priority)
                         for unparked in rechecked.get((lq, priority), ()):
                             if unparked >= item:
                                 yield unparked
@@ -627,6 +656,8 @@ class PendingQueues:
         """
         names = set(names)
         self._dirty.cluster_queues.update(names)
+        if by_workload and released:
+            self._dirty.released.update(names)
         self._tick += 1
         batched = by_workload and bool(self._requeue_batch)
         for name in names:
@@ -724,8 +755,21 @@ class PendingQueues:
             for name, at in self._batched.items():
                 if at is None:
                     self._batched[name] = now + self._requeue_batch
+        for name in self._dirty.released:
+            self._released_at[name] = now
         dirty, self._dirty = self._dirty, DirtyQueues()
         return dirty
+
+    def releasing(self, cq_name: str, now: datetime) -> bool:
+        """Whether quota was given back in the ClusterQueue's tree within a requeue batch before ``now``
+        (the cycles since the release are counted from the first that took it)."""
+        at = self._released_at.get(cq_name)
+        if at is None:
+            return False
+        if now - at < self._requeue_batch:
+            return True
+        del self._released_at[cq_name]
+        return False
 
     def next_requeue_at(self) -> datetime | None:
         """When the earliest requeue backoff of a pending Workload or batched wake of parked ones ends

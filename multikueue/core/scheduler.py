@@ -142,7 +142,7 @@ from multikueue.api.clusterqueue import (
     StopPolicy,
     WithinClusterQueuePolicy,
 )
-from multikueue.api.constants import Labels, WorkloadConditionType, WorkloadReason
+from multikueue.api.constants import ConditionStatus, Labels, WorkloadConditionType, WorkloadReason
 from multikueue.api.meta import find_condition, version_number
 from multikueue.api.workload import Admission
 from multikueue.core import messages
@@ -567,6 +567,15 @@ def schedule(
     return result
 
 
+def _preempted(workload: PendingWorkload) -> bool:
+    """Whether the Workload was evicted by preemption and has not reserved quota since (``Preempted=True``;
+    a reservation sets it back to False): such a one is parked as before, not kept its queue's head, or a
+    medium Workload behind large ones that run back to back in its queue takes each gap and is evicted by
+    the next large one, once a second (the 1-cohort baseline, decisions, stop 49)."""
+    condition = workload.workload.condition(WorkloadConditionType.PREEMPTED)
+    return condition is not None and condition.status == ConditionStatus.TRUE
+
+
 def _held_back(cache: Cache, result: CycleResult, cq_name: str) -> None:
     """A walk stopped behind a parked higher-priority Workload while its tree gives quota back: the next
     cycle looks at the queue again (it walks on once no release is a requeue batch old or less)."""
@@ -864,7 +873,7 @@ def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment:
         return False
     if cycle.cache.cohort_root(state.name) in cycle.held_trees:
         return False
-    if assignment.preemptible and state.name in cycle.released:
+    if assignment.preemptible and state.name in cycle.released and not _preempted(workload):
         # Quota was given back in its tree within a requeue batch: it stays its queue's head, nothing
         # behind it is looked at in this cycle, and the next cycle looks at the queue again.
         cursor.open = False

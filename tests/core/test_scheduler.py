@@ -1288,6 +1288,25 @@ def test_a_head_without_victims_stays_the_head_while_its_tree_gives_quota_back()
     assert cache.is_parked(("default", "large-2"), "cq")
 
 
+def test_a_preempted_head_is_parked_whatever_was_given_back() -> None:
+    """The same as the head kept while its tree gives quota back, but the large one was evicted by
+    preemption and has not reserved quota since (``Preempted=True``): it is parked as before and the
+    medium one behind it is admitted in the same cycle. Kept its queue's head, a Workload behind others
+    that run back to back took each gap they left and was evicted by the next, once a second."""
+    cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, preemption={"withinClusterQueue": "LowerPriority"})
+    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
+    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
+    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
+    finish(cache, admitted["tiny"])
+    preempted = condition("Preempted", "True", "InClusterQueue", "Preempted to accommodate a workload")
+    cache.upsert_workload(workload("large-2", "15", priority=200, age=50, conditions=[preempted]))
+    cache.upsert_workload(workload("medium", "3", priority=100, age=40))
+
+    result = schedule(cache, NOW)
+    assert names(result) == ["medium"] and set(pending(result)) == {"large-2"} and not result.more
+    assert cache.is_parked(("default", "large-2"), "cq")
+
+
 def test_a_head_that_cannot_preempt_at_all_is_parked_whatever_was_given_back() -> None:
     """The head stays only if it would fit with preemption: one the queue cannot hold even empty (here,
     no preemption policy at all) is parked, and the Workloads behind it are looked at, as before."""

@@ -98,7 +98,8 @@ unless fair sharing is on, see the end):
    no victims: :func:`_no_victims_known`), any in a tree where a
    preemptor holds its usage this cycle, and (classical ordering) one that
    would fit with preemption when quota was given back in its tree within
-   a requeue batch: that one stays its queue's head, nothing behind it is
+   a requeue batch, unless it was preempted and has not reserved quota
+   since: that one stays its queue's head, nothing behind it is
    looked at this cycle, and the queue is looked at again in the next
    (:func:`_park`). In such a cycle, too, the walk of a queue stops at the
    first Workload of a lower priority than one it passed over as parked
@@ -867,6 +868,8 @@ def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment:
     around large ones parked in silence (decisions, stop 48). For the same
     reason a queue's walk in such a cycle stops at the first Workload of a
     lower priority than one parked so before the release (:func:`_held_back`).
+    A Workload preempted and not re-admitted since is parked as before
+    (:func:`_preempted` says why).
     """
     state = cursor.state
     if cursor.strict_fifo or (assignment.preemptible and not weighed):

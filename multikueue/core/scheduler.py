@@ -143,7 +143,7 @@ from multikueue.api.clusterqueue import (
     StopPolicy,
     WithinClusterQueuePolicy,
 )
-from multikueue.api.constants import ConditionStatus, Labels, WorkloadConditionType, WorkloadReason
+from multikueue.api.constants import Labels, WorkloadConditionType, WorkloadReason
 from multikueue.api.meta import find_condition, version_number
 from multikueue.api.workload import Admission
 from multikueue.core import messages
@@ -573,8 +573,7 @@ def _preempted(workload: PendingWorkload) -> bool:
     a reservation sets it back to False): such a one is parked as before, not kept its queue's head, or a
     medium Workload behind large ones that run back to back in its queue takes each gap and is evicted by
     the next large one, once a second (the 1-cohort baseline, decisions, stop 49)."""
-    condition = workload.workload.condition(WorkloadConditionType.PREEMPTED)
-    return condition is not None and condition.status == ConditionStatus.TRUE
+    return workload.workload.is_condition_true(WorkloadConditionType.PREEMPTED)
 
 
 def _held_back(cache: Cache, result: CycleResult, cq_name: str) -> None:

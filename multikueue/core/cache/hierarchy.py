@@ -122,9 +122,9 @@ class QuotaTree:
         #: Grows whenever quotas, weights or the shape of any tree change (what a share depends on besides usage;
         #: see :meth:`_refresh`).
         self.shape_version = 0
-        #: Root cohort name -> (its node, the names of its ClusterQueues) (see :meth:`tree_of`); emptied on every
-        #: change of shape, so a deleted cohort's entry (and the nodes it reaches) does not outlive it.
-        self._tree_names: dict[str, tuple[QuotaNode, frozenset[str]]] = {}
+        #: Root cohort name -> the names of its tree's ClusterQueues (see :meth:`tree_of`); emptied on every
+        #: change of shape, which is what can make an entry stale, so a deleted cohort's does not outlive it.
+        self._tree_names: dict[str, frozenset[str]] = {}
 
     # --- shape: ClusterQueues -------------------------------------------------------------
 
@@ -249,10 +249,10 @@ class QuotaTree:
         if node is None or node.parent is None:
             return frozenset((cq_name,))
         root = root_of(node)
-        known = self._tree_names.get(root.name)
-        if known is None or known[0] is not root:
-            known = self._tree_names[root.name] = (root, frozenset(_leaf_names(root)))
-        return known[1]
+        names = self._tree_names.get(root.name)
+        if names is None:
+            names = self._tree_names[root.name] = frozenset(_leaf_names(root))
+        return names
 
     def cohort_root(self, cq_name: str) -> str:
         """A name identifying the ClusterQueue's quota tree (the queue itself without a cohort)."""

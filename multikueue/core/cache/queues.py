@@ -152,6 +152,15 @@ def _decrement(counts: dict[_K, int], name: _K) -> None:
         del counts[name]
 
 
+def _hold_back(held_back: list[int], priority: int) -> None:
+    """Keep in ``held_back`` (empty, or one item) the highest priority a walk passed over as parked for
+    victims (see :meth:`PendingQueues.candidates`)."""
+    if not held_back:
+        held_back.append(priority)
+    elif priority > held_back[0]:
+        held_back[0] = priority
+
+
 def _still_parked(park: _Park, cq_name: str, woken: int) -> bool:
     """Whether a Workload parked at ``park`` still is, for ``cq_name``, whose parked Workloads last woke at
     tick ``woken``."""
@@ -385,7 +394,7 @@ class PendingQueues:
         :func:`multikueue.core.scheduler._park`).
         """
         pending, parked = self._pending, self._parked
-        held_back: list[int] = []  # priorities passed over as parked for victims (hold_back)
+        held_back: list[int] = []  # the highest priority passed over as parked for victims, once there is one
         # The queue's kinds as the walk starts, seen as they grow in this cycle; a queue with none parked
         # yet has its first head's equals looked at (and told why they wait) in this cycle.
         kinds = self._kinds_parked.get(cq_name)
@@ -411,20 +420,20 @@ class PendingQueues:
             entry = pending.get(key)
             if entry is None or (entry.requeue_at is not None and entry.requeue_at > now):
                 continue
-            if held_back and entry.priority < max(held_back):
+            if held_back and entry.priority < held_back[0]:
                 assert on_hold is not None
                 on_hold()
                 return
             mark = parked.get(key)
             if mark is not None and _still_parked(mark, cq_name, woken):
                 if on_hold is not None and mark.for_victims:
-                    held_back.append(entry.priority)
+                    _hold_back(held_back, entry.priority)
                 continue
             like = self._parked_like(entry, kinds, cq_name, woken) if kinds else None
             if like is not None and like is not mark:
                 self._park_as(key, like)
                 if on_hold is not None and like.for_victims:
-                    held_back.append(entry.priority)
+                    _hold_back(held_back, entry.priority)
                 continue
             yield entry
 
@@ -459,7 +468,7 @@ class PendingQueues:
                     mark = kinds.get((priority, next(iter(shapes))))
                     if mark is not None and _still_parked(mark, cq_name, woken):
                         if held_back is not None and mark.for_victims:
-                            held_back.append(priority)
+                            _hold_back(held_back, priority)
                         for unparked in rechecked.get((lq, priority), ()):
                             if unparked >= item:
                                 yield unparked

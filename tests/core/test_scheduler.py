@@ -1263,6 +1263,15 @@ def test_candidates_behind_one_without_victims_are_parked_in_the_same_cycle() ->
     assert (result.plans, result.plans_skipped) == (0, 1)  # weighed once, for the first of them
 
 
+def large_one_runs_and_quota_was_given_back(cache: Cache) -> None:
+    """A large Workload (15 CPUs, priority 200) holds quota in ``cache``'s queue and a tiny one has just
+    finished there: quota was given back in the tree."""
+    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
+    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
+    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
+    finish(cache, admitted["tiny"])
+
+
 def test_a_head_without_victims_stays_the_head_while_its_tree_gives_quota_back() -> None:
     """Upstream's large-scale generator, reduced: a large high-priority Workload finds no victims (its
     equals hold the quota) and a medium one behind it would fit in what is left. After quota was given
@@ -1270,10 +1279,7 @@ def test_a_head_without_victims_stays_the_head_while_its_tree_gives_quota_back()
     cycle (upstream puts such a head back on its heap, not among the inadmissible ones); the next
     cycle, with no release since, parks it as before and admits the medium one."""
     cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, preemption={"withinClusterQueue": "LowerPriority"})
-    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
-    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
-    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
-    finish(cache, admitted["tiny"])
+    large_one_runs_and_quota_was_given_back(cache)
     cache.upsert_workload(workload("large-2", "15", priority=200, age=50))
     cache.upsert_workload(workload("medium", "3", priority=100, age=40))
 
@@ -1294,10 +1300,7 @@ def test_a_preempted_head_is_parked_whatever_was_given_back() -> None:
     medium one behind it is admitted in the same cycle. Kept its queue's head, a Workload behind others
     that run back to back took each gap they left and was evicted by the next, once a second."""
     cache = seed_cache(quotas={"default-flavor": {"cpu": 20}}, preemption={"withinClusterQueue": "LowerPriority"})
-    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
-    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
-    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
-    finish(cache, admitted["tiny"])
+    large_one_runs_and_quota_was_given_back(cache)
     preempted = condition("Preempted", "True", "InClusterQueue", "Preempted to accommodate a workload")
     cache.upsert_workload(workload("large-2", "15", priority=200, age=50, conditions=[preempted]))
     cache.upsert_workload(workload("medium", "3", priority=100, age=40))
@@ -1311,10 +1314,7 @@ def test_a_head_that_cannot_preempt_at_all_is_parked_whatever_was_given_back() -
     """The head stays only if it would fit with preemption: one the queue cannot hold even empty (here,
     no preemption policy at all) is parked, and the Workloads behind it are looked at, as before."""
     cache = seed_cache(quotas={"default-flavor": {"cpu": 20}})
-    cache.upsert_workload(workload("large-1", "15", priority=200, age=100))
-    cache.upsert_workload(workload("tiny", "1", priority=200, age=99))
-    admitted = {d.key[1]: confirm(cache, d) for d in schedule(cache, NOW).admitted}
-    finish(cache, admitted["tiny"])
+    large_one_runs_and_quota_was_given_back(cache)
     cache.upsert_workload(workload("large-2", "15", priority=200, age=50))
     cache.upsert_workload(workload("medium", "3", priority=100, age=40))
     result = schedule(cache, NOW)

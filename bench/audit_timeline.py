@@ -26,7 +26,7 @@ log holds the write bodies), also each eviction by the victim's class, its
 reason, and whether the preemptor's ClusterQueue was the victim's own (the
 condition message's paths), with how long the victim had held its quota when
 it was evicted: upstream's full baseline showed ours evicting medium Workloads
-0.17 s after admitting them (median) and large ones reclaimed 0.12 s after
+0.17 s after admitting them (median) and large ones reclaimed 0.15 s after
 they borrowed, Workloads admitted into the gap between two large ones.
 
     PERF_AUDIT_LEVEL=Request python bench/scalability.py --generator baseline --systems ours --keep /tmp/run

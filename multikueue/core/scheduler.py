@@ -577,8 +577,9 @@ def _preempted(workload: PendingWorkload) -> bool:
 
 
 def _held_back(cache: Cache, result: CycleResult, cq_name: str) -> None:
-    """A walk stopped behind a parked higher-priority Workload while its tree gives quota back: the next
-    cycle looks at the queue again (it walks on once no release is a requeue batch old or less)."""
+    """A walk stopped while its tree gives quota back (behind a head kept or a parked higher-priority
+    Workload): the next cycle looks at the queue again (it walks on once no release is a requeue batch
+    old or less)."""
     cache.revisit(cq_name)
     result.more = True
 
@@ -879,8 +880,7 @@ def _park(cycle: _Cycle, cursor: _Cursor, workload: PendingWorkload, assignment:
         # Quota was given back in its tree within a requeue batch: it stays its queue's head, nothing
         # behind it is looked at in this cycle, and the next cycle looks at the queue again.
         cursor.open = False
-        cycle.cache.revisit(state.name)
-        cycle.result.more = True
+        _held_back(cycle.cache, cycle.result, state.name)
         return False
     cycle.cache.park(workload.key, state.name, for_victims=assignment.preemptible)
     cursor.parked += 1

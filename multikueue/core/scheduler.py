@@ -278,6 +278,10 @@ class CycleResult:
     plans_skipped: int = field(default=0, repr=False, compare=False)
     #: Run another cycle at this time even without events (the earliest end of a requeue backoff).
     next_cycle_at: datetime | None = None
+    #: Workloads whose assumed admission (decided by an earlier cycle, its write not begun) this cycle's
+    #: preemption took back: the cycle forgot the assumptions, nothing is to be written for them
+    #: (:meth:`Cache.start_writing <multikueue.core.cache.Cache.start_writing>`).
+    withdrawn: list[WorkloadKey] = field(default_factory=list)
     #: Run another cycle soon: a ClusterQueue's walk stopped at ``heads_per_queue`` candidates not
     #: admitted in their round, parked some of them, and may have Workloads it did not look at; or
     #: the cycle left quota trees for the next one (``max_queues``).
@@ -396,9 +400,12 @@ class _Cycle:
     #: The Configuration's ``fairSharing``; ``None``: classical ordering and preemption.
     fair_sharing: FairSharing | None = None
     usage: _CycleUsage = field(default_factory=_CycleUsage)
-    #: Per quota tree (:meth:`Cache.cohort_root`), the Workloads holding quota there at the first look
-    #: (the cycle only adds assumptions, which are never victims).
+    #: Per quota tree (:meth:`Cache.cohort_root`), the Workloads holding quota there at the first look (the
+    #: cycle only adds assumptions, which it does not preempt), and the keys of those preemption may take.
     holders: dict[str, list[QuotaHolder]] = field(default_factory=dict)
+    preemptible: dict[str, set[WorkloadKey]] = field(default_factory=dict)
+    #: Admissions this cycle assumed.
+    assumed_now: set[WorkloadKey] = field(default_factory=set)
     own: dict[str, _OwnHolders] = field(default_factory=dict)
     #: The quota trees whose holders :meth:`own_holders` grouped this cycle.
     own_grouped: set[str] = field(default_factory=set)
@@ -441,8 +448,19 @@ class _Cycle:
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
         tree = self.cache.cohort_root(cq_name)
         if tree not in self.holders:
-            self.holders[tree] = self.cache.quota_holders(cq_name)
+            holders = self.holders[tree] = self.cache.quota_holders(cq_name)
+            # Classical preemption may take back an assumed admission whose write has not begun, unless
+            # this cycle decided it (it is in this cycle's result).
+            self.preemptible[tree] = {
+                h.key
+                for h in holders
+                if not h.assumed or (h.withdrawable and self.fair_sharing is None and h.key not in self.assumed_now)
+            }
         return self.holders[tree]
+
+    def may_preempt(self, holder: QuotaHolder) -> bool:
+        """Whether preemption may take the holder (see :meth:`holders_of`, which must have listed it)."""
+        return holder.key in self.preemptible[self.cache.cohort_root(holder.cluster_queue)]
 
     def victims_of(self, cq_name: str) -> dict[WorkloadKey, AdmittedWorkload]:
         """The possible victims in the ClusterQueue's quota tree (holders not assumed), in holder order.
@@ -455,9 +473,7 @@ class _Cycle:
         found = self.victims_by_tree.get(tree)
         if found is None:
             found = self.victims_by_tree[tree] = {
-                h.key: self.memo.candidate(h, self.now, tree)
-                for h in self.holders_of(cq_name)
-                if not h.assumed
+                h.key: self.memo.candidate(h, self.now, tree) for h in self.holders_of(cq_name) if self.may_preempt(h)
             }
         return found
 
@@ -486,7 +502,7 @@ class _Cycle:
             if tree not in self.own_grouped:
                 self.own_grouped.add(tree)
                 for holder in self.holders_of(cq_name):
-                    if holder.assumed:
+                    if not self.may_preempt(holder):
                         continue
                     group = self.own.get(holder.cluster_queue)
                     if group is None:
@@ -562,6 +578,8 @@ def schedule(
     finally:
         cycle.usage.undo()  # the preemptors' held usage is for this cycle only
         cycle.memo.prune(cycle.victims_by_tree)
+    for key in result.withdrawn:
+        cache.forget(key)  # its quota is its preemptor's; it is pending again
     memo.preempting = (memo.preempting - cluster_queues) | result.planned_preemption
 
     result.next_cycle_at = cache.next_requeue_at()
@@ -823,6 +841,12 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
     for victim in plan.victims:
         cycle.claimed.add(victim.workload.key)
         cycle.claimed_in.setdefault(victim.workload.cluster_queue, []).append(victim.workload.key)
+        victim_state = cycle.cache.cluster_queue_state(victim.workload.cluster_queue)
+        if victim_state is not None:
+            cycle.usage.release(victim_state.node, victim.workload.usage)
+        if cycle.cache.is_assumed(victim.workload.key):
+            result.withdrawn.append(victim.workload.key)  # not yet written: forgotten at the cycle's end
+            continue
         victim_wl = cycle.cache.workload(victim.workload.key)
         result.preempted.append(
             PreemptionDecision(
@@ -830,9 +854,6 @@ def _preempt(cycle: _Cycle, state: ClusterQueueState, entry: _Entry, assignment:
                 victim_wl.metadata.resource_version if victim_wl is not None else None,
             )
         )
-        victim_state = cycle.cache.cluster_queue_state(victim.workload.cluster_queue)
-        if victim_state is not None:
-            cycle.usage.release(victim_state.node, victim.workload.usage)
     cycle.usage.add(state.node, assignment.usage)
     cycle.held_trees.add(cycle.cache.cohort_root(state.name))
     return plan.preemptor_message(assignment.message), True
@@ -1207,6 +1228,7 @@ def _decide(cycle: _Cycle, entries: list[_Entry], *, defer: bool) -> None:
         if assignment.fits:
             admission = assignment.to_admission(state.name)
             cache.assume(entry.workload.key, admission)
+            cycle.assumed_now.add(entry.workload.key)
             cycle.tree_changes[tree] = changes + 1
             result.admitted.append(
                 AdmissionDecision(

@@ -223,6 +223,9 @@ class SchedulingLoop:
     async def _admit(self, decision: AdmissionDecision, gate: asyncio.Semaphore) -> None:
         await self.pending_reports.settled(decision.key)
         async with gate:
+            if not self.cache.start_writing(decision.key, decision.admission):
+                log.debug("reservation withdrawn before its write", workload=f"{decision.key[0]}/{decision.key[1]}")
+                return  # a later cycle's preemption took it back (or decided again): nothing to write
             wl = self.cache.workload(decision.key)
             if wl is None:
                 self.cache.forget(decision.key)

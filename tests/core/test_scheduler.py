@@ -1940,3 +1940,49 @@ def test_the_memo_prunes_only_the_trees_a_cycle_weighed(monkeypatch: pytest.Monk
     memo.prune({"cohort/tree-0": set()})  # tree-0 weighed, its holder no longer among those weighed
     assert memo.candidates.get("cohort/tree-0") == {}
     assert set(memo.candidates["cohort/tree-1"]) == {("default", "wl-1")}
+
+
+# --- an assumed admission whose write has not begun is taken back, not evicted ------------------------
+
+
+def queue_with_an_assumed_low() -> tuple[Cache, AdmissionDecision]:
+    """One ClusterQueue of 10 CPUs preempting lower priorities within: a low-priority Workload of 10
+    CPUs is admitted (assumed, not yet written or confirmed), then a high-priority one of 10 arrives."""
+    cache = Cache()
+    cache.upsert_namespace("default", {"kubernetes.io/metadata.name": "default"})
+    cache.upsert_flavor(flavor())
+    policy = {"withinClusterQueue": "LowerPriority"}
+    cache.upsert_cluster_queue(cluster_queue("cq", {"default-flavor": {"cpu": 10}}, preemption=policy))
+    cache.upsert_local_queue(local_queue("queue", cq="cq"))
+    cache.upsert_workload(workload("low", "10", queue="queue", priority=0, age=10))
+    [decision] = schedule(cache, NOW).admitted
+    cache.upsert_workload(workload("high", "10", queue="queue", priority=100, age=5))
+    return cache, decision
+
+
+def test_an_admission_not_yet_written_is_withdrawn_by_preemption() -> None:
+    """The API server slow, an admission waits its turn to be written; a higher-priority Workload that
+    needs its quota takes it back: nothing is evicted, the assumption is forgotten, the writer skips it,
+    and the next cycle admits the preemptor."""
+    cache, decision = queue_with_an_assumed_low()
+    result = schedule(cache, NOW + REQUEUE_BATCH)
+    assert result.preempted == [] and result.withdrawn == [("default", "low")]
+    assert not cache.is_assumed(("default", "low"))
+    assert not cache.start_writing(decision.key, decision.admission)  # the writer's turn comes: nothing to write
+    result = schedule(cache, NOW + 2 * REQUEUE_BATCH)
+    assert names(result) == ["high"] and "low" in pending(result)
+
+
+def test_an_admission_being_written_is_not_withdrawn() -> None:
+    """Once its write has begun, an assumed admission is out of preemption's reach until the watch
+    confirms it (then it is evicted like any other)."""
+    cache, decision = queue_with_an_assumed_low()
+    assert cache.start_writing(decision.key, decision.admission)
+    result = schedule(cache, NOW + REQUEUE_BATCH)
+    assert result.preempted == [] and result.withdrawn == [] and cache.is_assumed(("default", "low"))
+    assert "high" in pending(result)
+    confirm(cache, decision)
+    cache.recheck(("default", "high"))
+    result = schedule(cache, NOW + 2 * REQUEUE_BATCH)
+    assert [p.victim for p in result.preempted] == [("default", "low")] and result.withdrawn == []
+

@@ -91,8 +91,11 @@ class QuotaHolder:
     usage: Mapping[FlavorResource, Decimal]
     #: Effective priority (``spec.priority``, else its WorkloadPriorityClass's value, else 0).
     priority: int
-    #: Decided by the running cycle and not yet written.
+    #: Decided by a cycle and not yet confirmed by the watch.
     assumed: bool = False
+    #: Assumed, and its write has not begun: preempting it withdraws the decision, nothing is written
+    #: (:meth:`Cache.start_writing`).
+    withdrawable: bool = False
 
 
 def _holds_quota(workload: Workload) -> bool:
@@ -122,7 +125,7 @@ class Cache:
         self.fair_sharing_status = False
         #: Per Workload, the holder :meth:`quota_holders` last built and what it was built from: the same
         #: object comes back while none of that changed, so consumers may key their own work on it.
-        self._holders: dict[WorkloadKey, tuple[Workload, Contribution, bool, int, QuotaHolder]] = {}
+        self._holders: dict[WorkloadKey, tuple[Workload, Contribution, tuple[bool, bool], int, QuotaHolder]] = {}
         #: Bumped when a WorkloadPriorityClass changes (holders' priorities may have).
         self._priorities_version = 0
         #: Per queue, the last status view and what it was computed from (see :meth:`cluster_queue_status`).
@@ -346,6 +349,18 @@ class Cache:
         """Whether the Workload's quota counts in its tree (admitted, reserving, or assumed this cycle)."""
         return self._tree.contribution_of(key) is not None
 
+    def start_writing(self, key: WorkloadKey, admission: Admission) -> bool:
+        """Called by the writer as the write of an admission begins: whether it is still to be written.
+
+        Until then a later cycle may preempt the assumed admission by withdrawing it (:meth:`forget`, the
+        scheduler's ``CycleResult.withdrawn``): nothing was written, so nothing is evicted. Why: when the
+        API server is slow, admissions wait their turn to be written for up to a minute (upstream's
+        large-scale generator, its first minute: 25 to 26 CPUs assumed in a queue of 20, none confirmed),
+        and an assumption out of preemption's reach for that long let lower-priority Workloads fill a
+        queue while a higher-priority one of it found no victims. Upstream's assumed Workloads are in
+        its snapshot and may be preempted like any other."""
+        return self._queues.start_writing(key, admission)
+
     def is_assumed(self, key: WorkloadKey) -> bool:
         """Whether the Workload's admission is assumed and not yet confirmed by the watch."""
         return self._queues.assumption(key) is not None
@@ -536,13 +551,16 @@ class Cache:
             if workload is None:
                 continue
             assumed = self._queues.assumption(key) is not None
+            flags = (assumed, assumed and not self._queues.is_writing(key))
             known = self._holders.get(key)
-            if known is not None and known[0] is workload and known[1] is contribution and known[2] == assumed and known[3] == version:
+            if known is not None and known[0] is workload and known[1] is contribution and known[2] == flags and known[3] == version:
                 holders.append(known[4])
                 continue
             priority, _ = self._queues.priority_of(workload)
-            holder = QuotaHolder(key, workload, contribution.cluster_queue, contribution.usage, priority, assumed=assumed)
-            self._holders[key] = (workload, contribution, assumed, version, holder)
+            holder = QuotaHolder(
+                key, workload, contribution.cluster_queue, contribution.usage, priority, assumed=assumed, withdrawable=flags[1]
+            )
+            self._holders[key] = (workload, contribution, flags, version, holder)
             holders.append(holder)
         return holders
 

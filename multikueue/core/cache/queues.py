@@ -199,6 +199,8 @@ class PendingQueues:
         self._by_priority_class: dict[str, set[WorkloadKey]] = {}
         self._backoff: list[tuple[datetime, WorkloadKey]] = []
         self._assumed: dict[WorkloadKey, Admission] = {}
+        #: Assumed admissions whose write has begun (:meth:`start_writing`).
+        self._writing: set[WorkloadKey] = set()
         self._dirty = DirtyQueues()
         #: Counts the events that wake parked Workloads, and the parkings, so each knows which came first.
         self._tick = 0
@@ -526,7 +528,20 @@ class PendingQueues:
 
     def drop_assumption(self, key: WorkloadKey) -> bool:
         """Forget the Workload's assumed admission; whether there was one."""
+        self._writing.discard(key)
         return self._assumed.pop(key, None) is not None
+
+    def start_writing(self, key: WorkloadKey, admission: Admission) -> bool:
+        """Note that ``admission``'s write begins; False when it is no longer the Workload's assumption
+        (withdrawn, or replaced by a later decision): then it is not to be written."""
+        if self._assumed.get(key) is not admission:
+            return False
+        self._writing.add(key)
+        return True
+
+    def is_writing(self, key: WorkloadKey) -> bool:
+        """Whether the write of the Workload's assumed admission has begun (it can no longer be withdrawn)."""
+        return key in self._writing
 
     # --- parking ------------------------------------------------------------------------------------
 

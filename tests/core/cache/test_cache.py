@@ -21,7 +21,7 @@ PUBLIC_METHODS = {
     "cluster_queue_status", "cohort_root", "default_pod_priority_class", "delete_admission_check", "delete_cluster_queue", "delete_cohort",
     "delete_flavor", "delete_local_queue", "delete_namespace", "delete_pod_priority_class", "delete_priority_class", "delete_workload",
     "flavors", "forget", "holds_quota", "inadmissible_in_cluster_queue", "is_assumed", "is_parked", "local_queue", "local_queue_keys", "local_queue_status", "local_queues_of",
-    "namespace_labels", "next_requeue_at", "park", "pending_in_local_queue", "pod_priority_class_value", "priority_class_value", "quota_holders", "recheck", "releasing", "revisit", "take_dirty",
+    "namespace_labels", "next_requeue_at", "park", "pending_in_local_queue", "pod_priority_class_value", "priority_class_value", "quota_holders", "recheck", "releasing", "revisit", "start_writing", "take_dirty",
     "upsert_admission_check", "upsert_cluster_queue", "upsert_cohort", "upsert_flavor", "upsert_local_queue",
     "upsert_namespace", "upsert_pod_priority_class", "upsert_priority_class", "upsert_workload", "usage", "workload", "workloads_items",
 }  # fmt: skip

@@ -159,7 +159,8 @@ def print_our_counts(log: Path) -> None:
             print(f"ours: writes {fields.get('workload_writes')}, queue status writes {fields.get('queue_status_writes')}, "
                   f"scheduling cycles {fields.get('scheduling_cycles')} ({fields.get('scheduling_seconds')} s, "
                   f"{fields.get('preemption_plans')} preemption plans run, {fields.get('preemption_plans_skipped')} "
-                  f"answered without running), quota release after the watch event "
+                  f"answered without running), {fields.get('admissions_withdrawn')} admissions withdrawn before "
+                  f"their write, quota release after the watch event "
                   f"{fields.get('quota_release')}", flush=True)
             return
     print('ours: no "controller stopped" line in its log', flush=True)

@@ -404,6 +404,7 @@ async def run_controller(options: ControllerOptions) -> None:
                 scheduling_seconds=round(controller.scheduling.cycle_seconds, 1),
                 preemption_plans=controller.scheduling.preemption_plans,
                 preemption_plans_skipped=controller.scheduling.preemption_plans_skipped,
+                admissions_withdrawn=controller.scheduling.withdrawn,
                 quota_release=metrics.quota_release_summary(),
             )
             if not stop_kopf.is_set():

@@ -205,6 +205,8 @@ class SchedulingLoop:
         #: spent in cycles: logged at stop, read by the benchmarks.
         self.preemption_plans = 0
         self.preemption_plans_skipped = 0
+        #: Assumed admissions preemption took back before their write began (``CycleResult.withdrawn``).
+        self.withdrawn = 0
         self.cycle_seconds = 0.0
         self._wake = asyncio.Event()
         #: Victims whose eviction is written or in flight -> the resourceVersion it was decided on:
@@ -401,6 +403,7 @@ class SchedulingLoop:
                 self.cycle_seconds += took
                 self.preemption_plans += result.plans
                 self.preemption_plans_skipped += result.plans_skipped
+                self.withdrawn += len(result.withdrawn)
                 if result.more:
                     self.notify()
                 for decision in result.admitted:

@@ -319,7 +319,8 @@ class Cache:
         self._sync_workload(key, quiet=True)
 
     def forget(self, key: WorkloadKey) -> None:
-        """Drop an assumption whose write failed; the Workload is pending again and its quota freed."""
+        """Drop an assumption whose write failed or that preemption withdrew (:meth:`start_writing`); the
+        Workload is pending again and its quota freed."""
         if self._queues.drop_assumption(key):
             self._sync_workload(key)
 

@@ -381,7 +381,7 @@ def _without_entry(node: QuotaNode | None, fr: FlavorResource) -> list[QuotaNode
 
 @dataclass
 class _OwnHolders:
-    """The Workloads holding quota in one ClusterQueue that its own preemption could take (not assumed)."""
+    """The Workloads holding quota in one ClusterQueue that its own preemption could take (:meth:`_Cycle.may_preempt`)."""
 
     #: Their usage summed per priority.
     by_priority: dict[int, dict[FlavorResource, Decimal]] = field(default_factory=dict)
@@ -400,16 +400,15 @@ class _Cycle:
     #: The Configuration's ``fairSharing``; ``None``: classical ordering and preemption.
     fair_sharing: FairSharing | None = None
     usage: _CycleUsage = field(default_factory=_CycleUsage)
-    #: Per quota tree (:meth:`Cache.cohort_root`), the Workloads holding quota there at the first look (the
-    #: cycle only adds assumptions, which it does not preempt), and the keys of those preemption may take.
+    #: Per quota tree (:meth:`Cache.cohort_root`), the Workloads holding quota there at the first look
+    #: (the cycle only adds assumptions, which it does not preempt).
     holders: dict[str, list[QuotaHolder]] = field(default_factory=dict)
-    preemptible: dict[str, set[WorkloadKey]] = field(default_factory=dict)
-    #: Admissions this cycle assumed.
+    #: Admissions this cycle assumed (see :meth:`may_preempt`).
     assumed_now: set[WorkloadKey] = field(default_factory=set)
     own: dict[str, _OwnHolders] = field(default_factory=dict)
     #: The quota trees whose holders :meth:`own_holders` grouped this cycle.
     own_grouped: set[str] = field(default_factory=set)
-    #: Per quota tree, what preemption weighs of each holder that is not assumed, by key (see :meth:`victims_of`).
+    #: Per quota tree, what preemption weighs of each holder it may take, by key (see :meth:`victims_of`).
     victims_by_tree: dict[str, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
     #: Per quota tree, the same grouped by ClusterQueue name (see :meth:`victims_by_queue`).
     victims_grouped: dict[str, dict[str, list[AdmittedWorkload]]] = field(default_factory=dict)
@@ -448,22 +447,20 @@ class _Cycle:
     def holders_of(self, cq_name: str) -> list[QuotaHolder]:
         tree = self.cache.cohort_root(cq_name)
         if tree not in self.holders:
-            holders = self.holders[tree] = self.cache.quota_holders(cq_name)
-            # Classical preemption may take back an assumed admission whose write has not begun, unless
-            # this cycle decided it (it is in this cycle's result).
-            self.preemptible[tree] = {
-                h.key
-                for h in holders
-                if not h.assumed or (h.withdrawable and self.fair_sharing is None and h.key not in self.assumed_now)
-            }
+            self.holders[tree] = self.cache.quota_holders(cq_name)
         return self.holders[tree]
 
     def may_preempt(self, holder: QuotaHolder) -> bool:
-        """Whether preemption may take the holder (see :meth:`holders_of`, which must have listed it)."""
-        return holder.key in self.preemptible[self.cache.cohort_root(holder.cluster_queue)]
+        """Whether preemption may take a holder :meth:`holders_of` listed: any not assumed, and under
+        classical preemption an assumed admission whose write has not begun, unless this cycle decided
+        it (it is in this cycle's result). The answer does not change within the cycle: a listed holder
+        already held quota, so it cannot be among the admissions assumed after the listing."""
+        if not holder.assumed:
+            return True
+        return holder.withdrawable and self.fair_sharing is None and holder.key not in self.assumed_now
 
     def victims_of(self, cq_name: str) -> dict[WorkloadKey, AdmittedWorkload]:
-        """The possible victims in the ClusterQueue's quota tree (holders not assumed), in holder order.
+        """The possible victims in the ClusterQueue's quota tree (:meth:`may_preempt`), in holder order.
 
         Built once per tree and cycle: every preemption planned in the tree
         weighs the same Workloads (those claimed by an earlier preemptor are
@@ -489,7 +486,7 @@ class _Cycle:
         return grouped
 
     def own_holders(self, cq_name: str) -> _OwnHolders:
-        """The ClusterQueue's own holders (not assumed), grouped for its whole tree in one pass.
+        """The ClusterQueue's own holders preemption may take, grouped for its whole tree in one pass.
 
         Once per tree and cycle: grouping per ClusterQueue was a pass over
         every holder of the tree for each queue that weighed a preemption
@@ -761,7 +758,7 @@ def _borrows_after_preemption(cycle: _Cycle, state: ClusterQueueState, entry: _E
 
     Upstream orders such an entry by the borrowing its preemption oracle
     predicts after removing the candidates it found; here the Workloads of
-    its own ClusterQueue that ``withinClusterQueue`` allows (not assumed,
+    its own ClusterQueue that ``withinClusterQueue`` allows (that it may take,
     not already released by this cycle's overlay) are taken out of the
     queue's usage. Reclaimed Workloads of other ClusterQueues do not change
     the queue's own usage.

@@ -24,9 +24,7 @@ after the reload presents it, without closing the listening socket.
 from __future__ import annotations
 
 import base64
-import os
 import ssl
-import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,6 +35,7 @@ from multikueue.api.resources import SECRETS
 from multikueue.runtime import certificates as pki
 from multikueue.runtime.certificates import TlsMaterial
 from multikueue.runtime.kube import AsyncKube
+from multikueue.runtime.privatefiles import private_file, transient_file
 
 log = structlog.get_logger(__name__)
 
@@ -189,32 +188,24 @@ class DirectoryCertificate:
 
 
 class ReloadableContext:
-    """The server's ``ssl.SSLContext``; :meth:`load` swaps the certificate for the next handshakes."""
+    """The server's ``ssl.SSLContext``; :meth:`load` swaps the certificate for the next handshakes.
+
+    ``ssl`` reads a certificate and key only from paths; they are given
+    memory files (:mod:`multikueue.runtime.privatefiles`), so no private key
+    is left on disk when the process ends, whichever way it ends.
+    """
 
     def __init__(self) -> None:
         self.context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
-        self._directory = Path(tempfile.mkdtemp(prefix="multikueue-webhook-"))
         self.material: TlsMaterial | None = None
 
     def load(self, material: TlsMaterial) -> None:
         """Serve ``material`` from the next handshake on (``ssl.SSLError`` if it does not load)."""
-        cert, key = self._write(material, "next")
-        try:
-            self.context.load_cert_chain(str(cert), str(key))
-        finally:
-            cert.unlink(missing_ok=True)
-            key.unlink(missing_ok=True)
+        with transient_file(material.cert_pem) as cert, transient_file(material.key_pem) as key:
+            self.context.load_cert_chain(cert, key)
         self.material = material
 
     def initial_files(self) -> tuple[Path, Path]:
         """Files with the current certificate that never change (kopf's server restarts when its files change)."""
         assert self.material is not None
-        return self._write(self.material, "initial")
-
-    def _write(self, material: TlsMaterial, stem: str) -> tuple[Path, Path]:
-        cert, key = self._directory / f"{stem}.crt", self._directory / f"{stem}.key"
-        cert.write_bytes(material.cert_pem)
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(material.key_pem)
-        return cert, key
+        return Path(private_file(self.material.cert_pem)), Path(private_file(self.material.key_pem))

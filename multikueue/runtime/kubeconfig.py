@@ -22,14 +22,8 @@ end up in a condition, an Event or a log line.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import binascii
-import hashlib
-import os
-import shutil
-import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +31,8 @@ from urllib.parse import urlsplit
 
 import yaml
 from kubernetes import client
+
+from multikueue.runtime.privatefiles import private_file
 
 #: Condition reasons on ``MultiKueueCluster`` (upstream's values).
 REASON_INSECURE = "InsecureKubeConfig"
@@ -347,61 +343,6 @@ def validate_kubeconfig(text: str | bytes) -> ValidKubeconfig:
 # -- the client ------------------------------------------------------------------------
 
 
-_material_lock = threading.Lock()
-_material_dir: Path | None = None
-_material_fds: dict[str, int] = {}
-_MEMORY_FILES = Path("/proc/self/fd")
-
-
-def _memory_files_work() -> bool:
-    return hasattr(os, "memfd_create") and _MEMORY_FILES.is_dir()
-
-
-def material_directory() -> Path:
-    """Where client certificates and keys for TLS are held, readable by this process only.
-
-    Python's ``ssl`` loads a client certificate only from a path. On Linux each
-    checked certificate and key goes into an anonymous memory file
-    (``memfd_create``) named by ``/proc/self/fd/N``: it is on no file system,
-    only this process (or one allowed to trace it) can open it, and it is gone
-    when the process ends, however it ends (a private temporary directory
-    would keep the keys of every process killed with SIGKILL). Elsewhere they
-    go to a private directory (mode 0700, files 0600) removed at exit.
-    Nothing else is ever read from the file system for a worker connection.
-    """
-    global _material_dir
-    if _memory_files_work():
-        return _MEMORY_FILES
-    with _material_lock:
-        if _material_dir is None:
-            _material_dir = Path(tempfile.mkdtemp(prefix="multikueue-tls-"))
-            atexit.register(shutil.rmtree, _material_dir, ignore_errors=True)
-        return _material_dir
-
-
-def _material_file(content: bytes) -> str:
-    digest = hashlib.sha256(content).hexdigest()
-    if _memory_files_work():
-        with _material_lock:
-            fd = _material_fds.get(digest)
-            if fd is None:
-                fd = os.memfd_create(f"multikueue-tls-{digest[:12]}", os.MFD_CLOEXEC)
-                view = memoryview(content)
-                while view:
-                    view = view[os.write(fd, view) :]
-                _material_fds[digest] = fd
-        return str(_MEMORY_FILES / str(fd))
-    path = material_directory() / digest
-    with _material_lock:
-        if not path.exists():
-            partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
-            descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "wb") as out:
-                out.write(content)
-            partial.replace(path)
-    return str(path)
-
-
 def client_configuration(valid: ValidKubeconfig) -> client.Configuration:
     """A client configuration holding exactly the checked values (never a path from the kubeconfig).
 
@@ -419,8 +360,8 @@ def client_configuration(valid: ValidKubeconfig) -> client.Configuration:
     if valid.token is not None:
         configuration.api_key = {"BearerToken": f"Bearer {valid.token}"}
     if valid.client_cert_data is not None and valid.client_key_data is not None:
-        configuration.cert_file = _material_file(valid.client_cert_data)
-        configuration.key_file = _material_file(valid.client_key_data)
+        configuration.cert_file = private_file(valid.client_cert_data)
+        configuration.key_file = private_file(valid.client_key_data)
     return configuration
 
 

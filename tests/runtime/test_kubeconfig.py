@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from multikueue.runtime.privatefiles import material_directory
 from multikueue.runtime.kubeconfig import (
     MAX_KUBECONFIG_BYTES,
     REASON_BAD_CONFIG,
@@ -21,7 +22,6 @@ from multikueue.runtime.kubeconfig import (
     KubeconfigError,
     allowed_kubeconfig_path,
     client_configuration,
-    material_directory,
     validate_kubeconfig,
 )
 from multikueue.dev.kubeconfig import build_kubeconfig, dump
@@ -254,7 +254,7 @@ def test_client_certificates_go_to_private_files() -> None:
         assert Path(path).read_bytes() == content
         if directory == Path("/proc/self/fd"):
             # An anonymous memory file: on no file system, gone with the process.
-            assert os.readlink(path).startswith("/memfd:multikueue-tls-")
+            assert os.readlink(path).startswith("/memfd:multikueue-")
         else:
             assert Path(path).stat().st_mode & 0o077 == 0
     again = client_configuration(validate_kubeconfig(dump(config)))

@@ -21,7 +21,9 @@ nothing else.
 
 from __future__ import annotations
 
+import atexit
 import base64
+import shutil
 import socket
 import sys
 import tempfile
@@ -44,11 +46,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client, config
 
+from multikueue.runtime.privatefiles import material_directory
 from multikueue.runtime.kubeconfig import (
     KubeconfigError,
     ValidKubeconfig,
     client_configuration,
-    material_directory,
     validate_kubeconfig,
 )
 
@@ -273,6 +275,7 @@ def _with_port(document: Any, port: int) -> Any:
 # -- the properties --------------------------------------------------------------------------
 
 _LOADER_TEMP = Path(tempfile.mkdtemp(prefix="kubeconfig-loader-"))
+atexit.register(shutil.rmtree, _LOADER_TEMP, ignore_errors=True)  # the loader writes certificates there
 
 
 def _without_nulls(document: Any) -> Any:

@@ -30,6 +30,7 @@ from multikueue.api.configuration import (
 from multikueue.runtime import metrics
 from multikueue.runtime.logging import configure
 from multikueue.core.lifecycle import OUTSIDE_RELEASE_GRACE_SECONDS
+from multikueue.operator.scheduling import CONNECTIONS
 from multikueue.operator.wiring import Controller, Settings, build
 from multikueue.runtime.events import EventRecorder
 from multikueue.runtime.kube import AsyncKube, load_api_client
@@ -308,7 +309,7 @@ async def run_controller(options: ControllerOptions) -> None:
     if options.role not in ROLES:
         raise StartupError(f"--role must be one of {', '.join(ROLES)}")
     webhooks = webhook_options(options)
-    kube = AsyncKube(load_api_client(options.kubeconfig, pool_size=48), workers=48)
+    kube = AsyncKube(load_api_client(options.kubeconfig, pool_size=CONNECTIONS), workers=CONNECTIONS)
     try:
         try:
             if await kube.get_or_none(NAMESPACES, None, options.namespace) is None:

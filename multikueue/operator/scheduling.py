@@ -54,13 +54,19 @@ HEADS_PER_QUEUE = 8
 #: the next one, so the event loop (quota given back, writes answered) is not held for the whole of a large
 #: installation's cycle (upstream's large-scale generator: 1,000 ClusterQueues, 0.2-0.6 s cycles).
 MAX_QUEUES_PER_CYCLE = 200
-#: Bound on concurrent admission writes.
-WRITE_CONCURRENCY = 32
+#: Bound on concurrent admission writes. Under a loaded API server (upstream's large-scale generator: the
+#: runner creating 50,000 Workloads, 2.8 s per status patch in the first minute) a write's time is mostly
+#: waiting, and 32 at a time left the decisions a minute behind their writes; 128 drains the same backlog in a
+#: quarter of the time (decisions, stop 53). Each write in flight holds one connection (``CONNECTIONS``).
+WRITE_CONCURRENCY = 128
 #: Bound on concurrent evictions, apart from the admissions': an eviction is decided on a victim that may be
 #: finishing right then, so it is not queued behind a cycle's worth of reservations (its plan goes stale).
 EVICTION_CONCURRENCY = 8
 #: Bound on concurrent "why it waits" writes: informative, so they yield to admissions.
 PENDING_WRITE_CONCURRENCY = 4
+#: Connections (and client threads) to the API server: every write bound above, plus the watches, lists,
+#: releases, Events and status writes of the other controllers.
+CONNECTIONS = WRITE_CONCURRENCY + EVICTION_CONCURRENCY + PENDING_WRITE_CONCURRENCY + 20
 #: A "why it waits" message whose only change is a figure ("3 more needed" -> "2 more needed") is written
 #: at most this often per Workload (lifecycle.only_numbers_differ); any other change is written at once.
 PENDING_REFRESH_SECONDS = 300.0

@@ -31,6 +31,12 @@ they borrowed, Workloads admitted into the gap between two large ones.
 
     PERF_AUDIT_LEVEL=Request python bench/scalability.py --generator baseline --systems ours --keep /tmp/run
     python bench/audit_timeline.py /tmp/run/01-ours --window 10 --until 120 --evictions
+
+With ``--usage`` (request bodies too), also how many ClusterQueues were above
+their nominal quota at each window's end, by how many CPUs in all, and how
+many held any quota: on the large-scale generator upstream lent twice as much
+in its first minute and then left 230 ClusterQueues without quota for a
+minute rather than reclaim (decisions, stop 53).
 """
 
 from __future__ import annotations
@@ -181,6 +187,72 @@ def print_evictions(run: Path, window: float, until: float) -> None:
         print(f"{index * window:6.0f}s  evicted: {', '.join(f'{kind} {n}' for kind, n in sorted(counts.items()))}")
 
 
+def _cpus(quantity: object) -> float:
+    """A CPU quantity ("20", "500m") in CPUs."""
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def _nominal_quotas(run: Path) -> dict[str, float]:
+    """Each queue set's nominal CPU quota by its class name (the ClusterQueue name's first part)."""
+    generator = yaml.safe_load((run.parent / "generator.yaml").read_text())
+    return {q["className"]: _cpus(q["nominalQuota"]) for c in generator["cohorts"] for q in c["queuesSets"]}
+
+
+def usage(run: Path, window: float, until: float) -> dict[int, tuple[int, float, int]]:
+    """At the end of each window: (ClusterQueues above their nominal quota, the CPUs above it in all, the
+    ClusterQueues holding any quota), replayed from the audit log's request bodies.
+
+    A controller's write that sets an ``admission`` starts (or restates) a hold of the CPUs its pod sets
+    use; a controller's write setting ``QuotaReserved=False`` ends it (a release), and so does any write of
+    the runner (its finish, or its release of an evicted Workload). An eviction alone does not: its quota
+    is held until released, in both systems. Why: who borrowed how much, and when, is what decides
+    whether a ClusterQueue's own Workloads must reclaim their quota (decisions, stop 53).
+    """
+    nominal = _nominal_quotas(run)
+    start = _start(run)
+    holds: dict[tuple[str, str], tuple[str, float]] = {}
+    used: dict[str, float] = defaultdict(float)
+    result: dict[int, tuple[int, float, int]] = {}
+
+    def snapshot(index: int) -> None:
+        above = [cpus - nominal.get(name.split("-")[0], 0.0) for name, cpus in used.items()]
+        result[index] = (sum(1 for a in above if a > 1e-6), sum(a for a in above if a > 1e-6), sum(1 for c in used.values() if c > 1e-6))
+
+    index = 0
+    with (run / "audit.log").open() as audit:
+        for line in audit:
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if ref.get("resource") != "workloads" or event.get("responseStatus", {}).get("code") != 200:
+                continue
+            at = _seconds(event["stageTimestamp"], start)
+            if at > until:
+                break
+            while at >= (index + 1) * window:
+                snapshot(index)
+                index += 1
+            key = (ref.get("namespace", ""), ref.get("name", ""))
+            status = (event.get("requestObject") or {}).get("status") or {}
+            admission = status.get("admission") or {}
+            released = any(c.get("type") == "QuotaReserved" and c.get("status") == "False" for c in status.get("conditions") or ())
+            if "runner" in event.get("userAgent", "") or (released and not admission):
+                if key in holds:
+                    name, cpus = holds.pop(key)
+                    used[name] -= cpus
+            elif admission.get("clusterQueue"):
+                if key in holds:
+                    name, cpus = holds.pop(key)
+                    used[name] -= cpus
+                cpus = sum(_cpus((ps.get("resourceUsage") or {}).get("cpu", 0)) for ps in admission.get("podSetAssignments") or ())
+                holds[key] = (admission["clusterQueue"], cpus)
+                used[admission["clusterQueue"]] += cpus
+    while index * window < until and index not in result:
+        snapshot(index)
+        index += 1
+    return result
+
+
 def _large_interval(run: Path) -> str:
     """The large class's ``creationIntervalMs`` in the run's generator file, as the runner logs it ("700ms")."""
     generator = yaml.safe_load((run.parent / "generator.yaml").read_text())
@@ -202,7 +274,11 @@ def main() -> None:
     parser.add_argument("--evictions", action="store_true",
                         help="also each eviction: class, reason, preemptor's queue, how long the victim held its quota "
                         "(needs PERF_AUDIT_LEVEL=Request)")
+    parser.add_argument("--usage", action="store_true",
+                        help="also, at each window's end, the ClusterQueues above their nominal quota, the CPUs borrowed "
+                        "and the ClusterQueues holding quota (needs PERF_AUDIT_LEVEL=Request)")
     args = parser.parse_args()
+    used = usage(args.run, args.window, args.until) if args.usage else {}
     inverted = inversions(args.run, args.window, args.until) if args.inversions else {}
     for index, counts in sorted(timeline(args.run, args.window, args.until).items()):
         controller = ", ".join(f"{kind} {nth} {n}" for (who, kind, nth), n in sorted(counts.items()) if who == "controller")
@@ -215,6 +291,9 @@ def main() -> None:
         if args.inversions:
             total, waited = inverted.get(index, (0, 0))
             print(f"{'':8}medium admitted: {total}, while a large one of their queue waited: {waited}")
+        if args.usage:
+            borrowing, borrowed, holding = used.get(index, (0, 0.0, 0))
+            print(f"{'':8}at its end: {borrowing} ClusterQueues borrowing {borrowed:.0f} CPUs; {holding} holding quota")
     if args.evictions:
         print_evictions(args.run, args.window, args.until)
 

@@ -57,3 +57,27 @@ def test_each_eviction_of_a_held_workload_with_its_reason_preemptors_queue_and_h
         (1.2, "medium", "InClusterQueue", "own", 0.2),
         (2.6, "medium", "InCohortReclamation", "other", 0.6),
     ]
+
+
+def test_usage_replays_holds_into_each_cluster_queues_borrowing(tmp_path: Path) -> None:
+    """``--usage``: a reservation holds its CPUs until the runner writes or the controller releases; an eviction alone does not."""
+    (tmp_path / "runner.log").write_text(f"{START}\tINFO\trunner/main.go:111\tStart runner\t{{}}\n")
+    (tmp_path.parent / "generator.yaml").write_text(
+        "cohorts:\n- className: cohort\n  count: 1\n  queuesSets:\n  - className: cq\n    count: 2\n    nominalQuota: 20\n"
+    )
+
+    def reserve(cpus: str) -> dict[str, object]:
+        return {"admission": {"clusterQueue": "cq-0-0-cohort-0", "podSetAssignments": [{"resourceUsage": {"cpu": cpus}}]}}
+
+    released = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]}
+    lines = [
+        _write(1.0, "ns", "large-2-0-0", "multikueue/0.1.0", reserve("20")),
+        _write(2.0, "ns", "medium-1-0-0", "multikueue/0.1.0", reserve("5000m")),  # borrows 5
+        _write(3.0, "ns", "small-0-0-0", "multikueue/0.1.0", reserve("1"), code=409),  # refused: no hold
+        _write(11.0, "ns", "medium-1-0-0", "multikueue/0.1.0", _preempted("InCohortReclamation", "p")),  # still held
+        _write(21.0, "ns", "medium-1-0-0", "multikueue/0.1.0", released),  # released by the controller
+        _write(22.0, "ns", "large-2-0-0", "perf-runner", {"conditions": [{"type": "Finished", "status": "True"}]}),
+    ]
+    (tmp_path / "audit.log").write_text("\n".join(lines) + "\n")
+
+    assert timeline.usage(tmp_path, 10.0, 30.0) == {0: (1, 5.0, 1), 1: (1, 5.0, 1), 2: (0, 0.0, 0)}

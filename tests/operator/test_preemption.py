@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +20,10 @@ from kubernetes import client
 from multikueue.api.meta import format_time, utcnow
 from multikueue.api.resources import WORKLOADS
 from multikueue.api.workload import Workload
+from multikueue.api.clusterqueue import ClusterQueue
+from multikueue.api.localqueue import LocalQueue
+from multikueue.api.resourceflavor import ResourceFlavor
+from multikueue.core import schedule
 from multikueue.core.cache import Cache
 from multikueue.core.lifecycle import OUTSIDE_RELEASE_GRACE_SECONDS
 from multikueue.core.scheduler import PreemptionDecision
@@ -181,6 +185,40 @@ async def test_an_eviction_planned_on_an_older_version_of_its_victim_is_dropped(
     cache.upsert_workload(evicted)
     await loop._preempt(decision(str(evicted.metadata.resource_version)), asyncio.Semaphore(1))
     assert writer.writes["status:preempted"] == 1
+
+
+@pytest.mark.asyncio
+async def test_an_admission_withdrawn_before_its_write_is_never_written(
+    kueue: o.Kueue, admin_kube: Callable[[int], AsyncKube], namespace: str
+) -> None:
+    """Issue 16 (stop 52): preemption may take back an assumed admission whose write has not begun.
+
+    The cycle forgets the assumption; when the writer's turn for it comes, it writes nothing (a
+    reservation written then would hold quota the preemptor was given). A later decision for the
+    same Workload is written as usual.
+    """
+    ns = namespace
+    kueue.create(o.workload(ns, "low", "queue", {"cpu": "1"}, priority=0))
+    kube = admin_kube(0)
+    cache = Cache()
+    cache.upsert_namespace(ns, {"kubernetes.io/metadata.name": ns})
+    cache.upsert_flavor(ResourceFlavor.from_k8s(o.resource_flavor("default-flavor")))
+    cache.upsert_cluster_queue(ClusterQueue.from_k8s(o.cluster_queue(f"cq-{ns}", {"default-flavor": {"cpu": 1}})))
+    cache.upsert_local_queue(LocalQueue.from_k8s(o.local_queue(ns, "queue", f"cq-{ns}")))
+    cache.upsert_workload(Workload.from_k8s(await kube.get(WORKLOADS, ns, "low")))
+    writer = WorkloadWriter(kube, EventRecorder(kube, ns), on_written=cache.upsert_workload)
+    loop = SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache))
+
+    [decision] = schedule(cache, utcnow()).admitted
+    cache.forget(decision.key)  # what a cycle does with an assumed victim it withdrew
+    await loop._admit(decision, asyncio.Semaphore(1))
+    assert writer.writes["status:reserve"] == 0, "withdrawn before its turn: nothing written"
+    assert not o.is_true(kueue.get("Workload", "low", ns), "QuotaReserved")
+
+    [again] = schedule(cache, utcnow() + timedelta(seconds=10)).admitted
+    await loop._admit(again, asyncio.Semaphore(1))
+    assert writer.writes["status:reserve"] == 1
+    assert o.is_true(kueue.get("Workload", "low", ns), "QuotaReserved")
 
 
 def parse_time(text: str) -> datetime:

@@ -47,6 +47,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -135,6 +136,20 @@ def inversions(run: Path, window: float, until: float) -> dict[int, tuple[int, i
     return counts
 
 
+def _stored_writes(run: Path, start: datetime) -> Iterator[tuple[float, tuple[str, str], bool, dict[str, Any]]]:
+    """The audit log's successful Workload writes in order: (seconds after ``start``, (namespace, name), by the
+    runner, the status the write sent; empty without request bodies)."""
+    with (run / "audit.log").open() as audit:
+        for line in audit:
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if ref.get("resource") != "workloads" or event.get("responseStatus", {}).get("code") != 200:
+                continue
+            key = (ref.get("namespace", ""), ref.get("name", ""))
+            status = (event.get("requestObject") or {}).get("status") or {}
+            yield _seconds(event["stageTimestamp"], start), key, "runner" in event.get("userAgent", ""), status
+
+
 def _evictions(run: Path, start: datetime) -> Iterator[tuple[float, str, str, str, float]]:
     """Each eviction of a Workload holding quota, in order: (seconds after ``start``, the victim's
     class, its ``Preempted`` reason, ``own`` or ``other`` for the preemptor's ClusterQueue, seconds the
@@ -145,26 +160,19 @@ def _evictions(run: Path, start: datetime) -> Iterator[tuple[float, str, str, st
     eviction; a runner's write ends it too (its finish, or its release of an evicted Workload).
     """
     held: dict[tuple[str, str], float] = {}
-    with (run / "audit.log").open() as audit:
-        for line in audit:
-            event = json.loads(line)
-            ref = event.get("objectRef") or {}
-            if ref.get("resource") != "workloads" or event.get("responseStatus", {}).get("code") != 200:
-                continue
-            at, key = _seconds(event["stageTimestamp"], start), (ref.get("namespace", ""), ref.get("name", ""))
-            if "runner" in event.get("userAgent", ""):
-                held.pop(key, None)
-                continue
-            status = (event.get("requestObject") or {}).get("status") or {}
-            conditions = {c.get("type"): c for c in status.get("conditions") or ()}
-            preempted = conditions.get("Preempted", {})
-            if preempted.get("status") == "True" and conditions.get("Evicted", {}).get("status") == "True":
-                if key in held:
-                    path = str(preempted.get("message", "")).partition("preemptor path: ")[2].split(";")[0]
-                    own = "own" if path.rsplit("/", 1)[-1] == key[0] else "other"
-                    yield at, key[1].split("-")[0], str(preempted.get("reason", "")), own, at - held.pop(key)
-            elif status.get("admission"):
-                held.setdefault(key, at)
+    for at, key, by_runner, status in _stored_writes(run, start):
+        if by_runner:
+            held.pop(key, None)
+            continue
+        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+        preempted = conditions.get("Preempted", {})
+        if preempted.get("status") == "True" and conditions.get("Evicted", {}).get("status") == "True":
+            if key in held:
+                path = str(preempted.get("message", "")).partition("preemptor path: ")[2].split(";")[0]
+                own = "own" if path.rsplit("/", 1)[-1] == key[0] else "other"
+                yield at, key[1].split("-")[0], str(preempted.get("reason", "")), own, at - held.pop(key)
+        elif status.get("admission"):
+            held.setdefault(key, at)
 
 
 def print_evictions(run: Path, window: float, until: float) -> None:
@@ -219,34 +227,27 @@ def usage(run: Path, window: float, until: float) -> dict[int, tuple[int, float,
         above = [cpus - nominal.get(name.split("-")[0], 0.0) for name, cpus in used.items()]
         result[index] = (sum(1 for a in above if a > 1e-6), sum(a for a in above if a > 1e-6), sum(1 for c in used.values() if c > 1e-6))
 
+    def drop(key: tuple[str, str]) -> None:
+        if key in holds:
+            name, cpus = holds.pop(key)
+            used[name] -= cpus
+
     index = 0
-    with (run / "audit.log").open() as audit:
-        for line in audit:
-            event = json.loads(line)
-            ref = event.get("objectRef") or {}
-            if ref.get("resource") != "workloads" or event.get("responseStatus", {}).get("code") != 200:
-                continue
-            at = _seconds(event["stageTimestamp"], start)
-            if at > until:
-                break
-            while at >= (index + 1) * window:
-                snapshot(index)
-                index += 1
-            key = (ref.get("namespace", ""), ref.get("name", ""))
-            status = (event.get("requestObject") or {}).get("status") or {}
-            admission = status.get("admission") or {}
-            released = any(c.get("type") == "QuotaReserved" and c.get("status") == "False" for c in status.get("conditions") or ())
-            if "runner" in event.get("userAgent", "") or (released and not admission):
-                if key in holds:
-                    name, cpus = holds.pop(key)
-                    used[name] -= cpus
-            elif admission.get("clusterQueue"):
-                if key in holds:
-                    name, cpus = holds.pop(key)
-                    used[name] -= cpus
-                cpus = sum(_cpus((ps.get("resourceUsage") or {}).get("cpu", 0)) for ps in admission.get("podSetAssignments") or ())
-                holds[key] = (admission["clusterQueue"], cpus)
-                used[admission["clusterQueue"]] += cpus
+    for at, key, by_runner, status in _stored_writes(run, start):
+        if at > until:
+            break
+        while at >= (index + 1) * window:
+            snapshot(index)
+            index += 1
+        admission = status.get("admission") or {}
+        released = any(c.get("type") == "QuotaReserved" and c.get("status") == "False" for c in status.get("conditions") or ())
+        if by_runner or (released and not admission):
+            drop(key)
+        elif admission.get("clusterQueue"):
+            drop(key)
+            cpus = sum(_cpus((ps.get("resourceUsage") or {}).get("cpu", 0)) for ps in admission.get("podSetAssignments") or ())
+            holds[key] = (admission["clusterQueue"], cpus)
+            used[admission["clusterQueue"]] += cpus
     while index * window < until and index not in result:
         snapshot(index)
         index += 1

@@ -192,6 +192,7 @@ class Cache:
         self._cq_views.pop(name, None)
         if self._store.remove_cluster_queue(name):
             self._queues.mark_cluster_queues(self._tree.remove_cluster_queue(name))
+            self._queues.forget_cluster_queue(name)
 
     # --- Cohort ---------------------------------------------------------------------------
 

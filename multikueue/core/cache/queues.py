@@ -144,6 +144,10 @@ def _tried(entry: PendingWorkload) -> bool:
     return entry.condition is not None or entry.invalid is not None
 
 
+#: The fewest entries of ``_released_at`` that start a sweep of those past their batch.
+_RELEASED_SWEEP_MIN = 256
+
+
 def _decrement(counts: dict[_K, int], name: _K) -> None:
     left = counts[name] - 1
     if left:
@@ -225,8 +229,10 @@ class PendingQueues:
         #: ClusterQueues where a Workload gave quota back or took some, to when all their parked Workloads wake
         #: (``None``: no cycle has started since, the time is set by the next :meth:`take_dirty`).
         self._batched: dict[str, datetime | None] = {}
-        #: Per ClusterQueue, the cycle time by which a Workload had last given quota back in its tree.
+        #: Per ClusterQueue, the cycle time by which a Workload had last given quota back in its tree; the
+        #: entries past their batch are swept once the map doubles (see :meth:`take_dirty`).
         self._released_at: dict[str, datetime] = {}
+        self._released_sweep_at = _RELEASED_SWEEP_MIN
 
     # --- entries ------------------------------------------------------------------------------
 
@@ -696,6 +702,29 @@ class PendingQueues:
             elif (victims_in is None or name in victims_in) and self._waits_for_victims(name):
                 self._batched.setdefault(name, None)
 
+    def forget_cluster_queue(self, name: str) -> None:
+        """Drop what is kept for a deleted ClusterQueue (a name created and deleted over and over grew these
+        maps by one entry each time).
+
+        Call it after the tree's wake for the deletion (:meth:`mark_cluster_queues`), which woke the queue's
+        parked Workloads: their marks go too, so a ClusterQueue of the same name created later starts with
+        them awake and its wake tick unset, as a new queue.
+        """
+        for key in [key for key, mark in self._parked.items() if mark.cluster_queue == name]:
+            self._unpark(key)
+        self._kinds_parked.pop(name, None)
+        self._woken.pop(name, None)
+        self._batched.pop(name, None)
+        self._released_at.pop(name, None)
+
+    def tracked_cluster_queues(self) -> set[str]:
+        """The ClusterQueues something is kept for here (parking, wakes, releases): the footprint a deleted
+        queue must not leave."""
+        return (
+            set(self._woken) | set(self._parked_in) | set(self._for_victims_in) | set(self._kinds_parked)
+            | set(self._batched) | set(self._released_at)
+        )
+
     def _waits_for_release(self, cq_name: str) -> bool:
         """Whether a Workload may be parked in the ClusterQueue (woken by a release in its tree)."""
         return cq_name in self._parked_in or bool(self._kinds_parked.get(cq_name))
@@ -781,6 +810,12 @@ class PendingQueues:
                     self._batched[name] = now + self._requeue_batch
         for name in self._dirty.released:
             self._released_at[name] = now
+        if len(self._released_at) >= self._released_sweep_at:
+            # An entry goes when a cycle asks :meth:`releasing` about its ClusterQueue after the batch; one
+            # no cycle asks about (a deleted queue's, whose admitted Workloads still finish; an idle one's)
+            # would stay. Swept here, amortized: the map doubles between two sweeps.
+            self._released_at = {name: at for name, at in self._released_at.items() if now - at < self._requeue_batch}
+            self._released_sweep_at = max(_RELEASED_SWEEP_MIN, 2 * len(self._released_at))
         dirty, self._dirty = self._dirty, DirtyQueues()
         return dirty
 

@@ -258,3 +258,34 @@ def test_inadmissible_count_follows_the_entries(build: Build) -> None:
     queues.set_pending(("default", "new"), None, quiet=False)
     queues.set_pending(("default", "bad"), None, quiet=False)
     assert queues.inadmissible_count(LQ, build.now) == 0
+
+
+def test_a_deleted_cluster_queue_leaves_nothing_behind(build: Build) -> None:
+    """Parking, wakes and releases are kept per ClusterQueue name; a deleted one's go with it."""
+    queues = PendingQueues({})
+    mediums = band_of_equals(build, queues, count=3)
+    for round_ in range(3):
+        name = f"gone-{round_}"
+        queues.park(("default", mediums[0]), name, for_victims=True)
+        queues.mark_cluster_queues([name], by_workload=True)  # a release in its tree: a batched wake
+        queues.take_dirty(build.now)
+        queues.mark_cluster_queues([name])  # the tree's wake for the deletion
+        assert name in queues.tracked_cluster_queues()
+        queues.forget_cluster_queue(name)
+        assert queues.tracked_cluster_queues() == set()
+        assert not queues.is_parked(("default", mediums[0]), name)
+    assert walk(queues, build.now) == ["large", *mediums, "small"]
+
+
+def test_releases_nobody_asks_about_are_swept(build: Build) -> None:
+    """A release is remembered for a requeue batch; those of queues no cycle asks about do not pile up."""
+    queues = PendingQueues({})
+    for i in range(1_000):
+        queues.mark_cluster_queues([f"cq-{i}"], by_workload=True)
+        queues.take_dirty(build.now + timedelta(seconds=2 * i))
+    assert len(queues.tracked_cluster_queues()) < 300
+    queues.mark_cluster_queues(["asked"], by_workload=True)
+    later = build.now + timedelta(seconds=2_000)
+    queues.take_dirty(later)
+    assert queues.releasing("asked", later + timedelta(milliseconds=500))
+    assert not queues.releasing("asked", later + timedelta(seconds=2))

@@ -320,7 +320,7 @@ async def run_controller(options: ControllerOptions) -> None:
         except ApiException as exc:
             raise StartupError(f"cannot reach the API server: {exc.status} {exc.reason}") from None
         loaded = await read_configuration(kube, options.namespace, options.config_map)
-        events = EventRecorder(kube, options.namespace)
+        events = EventRecorder(kube)
         controller = build(
             kube,
             events,

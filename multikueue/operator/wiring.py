@@ -463,7 +463,7 @@ def build(kube: AsyncKube, events: EventRecorder, settings: Settings) -> Control
         events=events,
         writer=writer,
         integrations=integrations,
-        scheduling=SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache), fair_sharing_of(settings.config)),
+        scheduling=SchedulingLoop(cache, writer, QueueStatusWriter(kube, cache, events=events), fair_sharing_of(settings.config)),
         lifecycle=LifecycleController(
             cache, writer, listeners, releaser_of=releaser_of(jobs, external), release_grace=settings.outside_release_grace
         ),

@@ -36,10 +36,15 @@ class ObjectRef:
         return cls(obj.get("apiVersion", ""), obj.get("kind", ""), meta.get("namespace"), meta.get("name", ""), meta.get("uid"))
 
 
+#: Where an Event about a cluster-scoped object goes (a ClusterQueue's, a cluster-scoped external kind's): the API
+#: server accepts one whose ``involvedObject`` has no namespace only in ``default`` (or in none), as client-go's
+#: recorder posts them; ``kubectl describe`` finds them there.
+CLUSTER_SCOPED_EVENTS_NAMESPACE = "default"
+
+
 class EventRecorder:
-    def __init__(self, kube: AsyncKube, default_namespace: str, capacity: int = 5000) -> None:
+    def __init__(self, kube: AsyncKube, capacity: int = 5000) -> None:
         self._kube = kube
-        self._default_namespace = default_namespace
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=capacity)
         self._tasks: list[asyncio.Task[None]] = []
         self.dropped = 0
@@ -55,7 +60,7 @@ class EventRecorder:
 
     def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        namespace = ref.namespace or self._default_namespace
+        namespace = ref.namespace or CLUSTER_SCOPED_EVENTS_NAMESPACE
         body = {
             "apiVersion": "v1",
             "kind": "Event",

@@ -6,6 +6,9 @@ remembered so a quiet system makes no writes at all, and the object's own
 status (as last seen) is compared too, so a restart does not rewrite every
 queue. The same views feed the per-ClusterQueue gauges (pending, reserving,
 admitted, quota and usage per flavor and resource), reported at each sync.
+A ClusterQueue's settings that the controller accepts but does not act on
+(:mod:`multikueue.core.unimplemented`) are named here too, once per spec: a
+log line and a Warning Event on the queue.
 """
 
 from __future__ import annotations
@@ -20,14 +23,16 @@ from typing import Any
 import structlog
 from kubernetes.client.rest import ApiException
 
-from multikueue.api.constants import ACTIVE, ConditionStatus
+from multikueue.api.constants import ACTIVE, API_VERSION, ConditionStatus
 from multikueue.api.meta import Condition, find_condition
 from multikueue.api.clusterqueue import ClusterQueue, ClusterQueueStatus
 from multikueue.api.localqueue import LocalQueueStatus
 from multikueue.api.quantity import parse_quantity
 from multikueue.core.cache import Cache, ClusterQueueStatusView, QueueStatusView
 from multikueue.core.quota import ResourceQuota
+from multikueue.core.unimplemented import EVENT_REASON, unimplemented_message, unimplemented_settings
 from multikueue.runtime import metrics
+from multikueue.runtime.events import EventRecorder, ObjectRef
 from multikueue.runtime.kube import AsyncKube
 from multikueue.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
 
@@ -141,10 +146,13 @@ class _Due:
 
 
 class QueueStatusWriter:
-    def __init__(self, kube: AsyncKube, cache: Cache, writes_per_sync: int = WRITES_PER_SYNC) -> None:
+    def __init__(
+        self, kube: AsyncKube, cache: Cache, writes_per_sync: int = WRITES_PER_SYNC, events: EventRecorder | None = None
+    ) -> None:
         self.kube = kube
         self.cache = cache
         self.writes_per_sync = writes_per_sync
+        self.events = events
         #: Per queue, the uid of the object written and what was written (a queue deleted and made again
         #: under the same name is another object: its status is written even when it says the same).
         self._written: dict[_QueueKey, tuple[str, dict[str, Any]]] = {}
@@ -169,6 +177,9 @@ class QueueStatusWriter:
         #: Per ClusterQueue, what its gauges were last reported from (see :meth:`_report_gauges`).
         self._gauged: dict[str, tuple[object, ...]] = {}
         self._gauges_epoch = metrics.queue_gauges_epoch()
+        #: Per ClusterQueue, the object's uid, the spec last checked for settings not acted on, and what was
+        #: found (see :meth:`_report_unimplemented`): a spec is checked once, a finding reported once per uid.
+        self._checked: dict[str, tuple[str, object, tuple[str, ...]]] = {}
 
     async def sync(self) -> None:
         """Write the queues whose status changed, at most :attr:`writes_per_sync` of them, longest unwritten first.
@@ -202,6 +213,7 @@ class QueueStatusWriter:
             cq = self.cache.cluster_queue(name)
             view = self.cache.cluster_queue_status(name)
             if cq is not None and view is not None:
+                self._report_unimplemented(name, cq)
                 self._report_gauges(name, cq, view, now)
                 self._note_changed(("cq", "", name), cq.metadata.uid or "", cq.status, view, changed)
         metrics.keep_queue_gauges(names)
@@ -236,20 +248,41 @@ class QueueStatusWriter:
         metrics.report_queue_gauges(name, _queue_samples(cq, view, inadmissible, quotas))
         self._gauged[name] = inputs
 
+    def _report_unimplemented(self, name: str, cq: ClusterQueue) -> None:
+        """Name the settings of the ClusterQueue that the controller does not act on: a log line and a Warning
+        Event, when its spec first says so and whenever what it says changes (not at every status change)."""
+        uid = cq.metadata.uid or ""
+        checked = self._checked.get(name)
+        if checked is not None and checked[0] == uid and checked[1] is cq.spec:
+            return
+        notes = unimplemented_settings(cq.spec)
+        self._checked[name] = (uid, cq.spec, notes)
+        if not notes or (checked is not None and checked[0] == uid and checked[2] == notes):
+            return
+        message = unimplemented_message(notes)
+        log.warning("ClusterQueue settings not acted on", cluster_queue=name, settings=list(notes))
+        if self.events is not None:
+            self.events.record(ObjectRef(API_VERSION, "ClusterQueue", None, name, uid or None), "Warning", EVENT_REASON, message)
+
     def _forget_deleted(self, queues: int, cq_names: list[str], lq_keys: list[tuple[str, str]]) -> None:
         """Drop what is remembered of queues no longer in the cache (kept, it grew with every queue ever seen).
 
         Only when more is remembered than there are queues: what is left over is then at most one entry
         per queue, and a quiet sync costs no set difference."""
         memories: list[dict[_QueueKey, Any]] = [self._written, self._written_at, self._settled, self._seen_as]
-        if all(len(memory) <= queues for memory in memories) and len(self._gauged) <= len(cq_names):
+        if (
+            all(len(memory) <= queues for memory in memories)
+            and len(self._gauged) <= len(cq_names)
+            and len(self._checked) <= len(cq_names)
+        ):
             return
         present = {("cq", "", name) for name in cq_names} | {("lq", ns, name) for ns, name in lq_keys}
         for memory in memories:
             for key in memory.keys() - present:
                 del memory[key]
-        for name in self._gauged.keys() - set(cq_names):
-            del self._gauged[name]
+        for per_name in (self._gauged, self._checked):
+            for name in per_name.keys() - set(cq_names):
+                del per_name[name]
 
     def _consider(
         self,

@@ -89,7 +89,7 @@ async def test_a_worker_fences_an_origin_whose_lease_stops_being_renewed(
     ns, origin = namespace, f"fence-{uuid.uuid4().hex[:6]}"
     worker = integration_clusters.worker(1)
     await asyncio.to_thread(copies, worker, ns, origin)
-    events = EventRecorder(worker_admin, ns)
+    events = EventRecorder(worker_admin)
     events.start()
     fencing = OriginFencing(worker_admin, events, poll=0.2)
     renewals = asyncio.create_task(hold_origin_lease(manager_token, "worker1", origin, DURATION))
@@ -128,7 +128,7 @@ async def test_a_worker_blind_to_its_own_apiserver_does_not_count_that_time(work
     """A failed listing (its own apiserver frozen or restarting) restarts the windows: the blind time does not count."""
     origin = f"blind-{uuid.uuid4().hex[:6]}"
     await renew_once(worker_admin, origin, DURATION)
-    events = EventRecorder(worker_admin, "default")
+    events = EventRecorder(worker_admin)
     fencing = OriginFencing(worker_admin, events, poll=0.2)
     try:
         loop = asyncio.get_running_loop()

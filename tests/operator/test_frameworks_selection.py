@@ -26,7 +26,7 @@ pytestmark = pytest.mark.unit
 def controller(document: str | None, role: str = "manager") -> Any:
     kube = AsyncKube(client.ApiClient(client.Configuration()), workers=1)
     config = load_configuration(document).config
-    return build(kube, EventRecorder(kube, "kueue-system"), Settings(role, "kueue-system", "cm", config, webhooks=True))
+    return build(kube, EventRecorder(kube), Settings(role, "kueue-system", "cm", config, webhooks=True))
 
 
 def watched(registry: kopf.OperatorRegistry) -> set[str]:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 def controller(role: str = "manager") -> Any:
     kube = AsyncKube(client.ApiClient(client.Configuration()), workers=1)
     config = load_configuration(None).config
-    return build(kube, EventRecorder(kube, "kueue-system"), Settings(role, "kueue-system", "cm", config, webhooks=True))
+    return build(kube, EventRecorder(kube), Settings(role, "kueue-system", "cm", config, webhooks=True))
 
 
 @pytest.mark.parametrize("role", ["manager", "worker"])

@@ -258,7 +258,7 @@ def logs() -> Iterator[list[dict[str, Any]]]:
 async def env(integration_clusters: Clusters) -> AsyncIterator[Env]:
     manager = kube_of(integration_clusters.kubeconfigs[0])
     workers = {name: Worker(name, kube_of(integration_clusters.kubeconfigs[i])) for i, name in enumerate(WORKERS, start=1)}
-    events = EventRecorder(manager, "default")
+    events = EventRecorder(manager)
     events.start()
     writer = WorkloadWriter(manager, events)
     api = integration_clusters.manager

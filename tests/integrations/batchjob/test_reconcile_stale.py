@@ -59,7 +59,7 @@ async def test_a_stale_job_body_still_starts_the_job(
     workload.metadata.name = PREBUILT
     cache.upsert_workload(reserve(workload))
     kube = admin_kube(0)
-    reconciler = JobReconciler(kube, cache, None, EventRecorder(kube, ns))  # type: ignore[arg-type]
+    reconciler = JobReconciler(kube, cache, None, EventRecorder(kube))  # type: ignore[arg-type]
 
     await reconciler.reconcile(stale)
 

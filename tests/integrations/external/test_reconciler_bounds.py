@@ -127,7 +127,7 @@ async def test_hostile_objects_are_reported_and_the_others_processed(
 
     monkeypatch.setattr(external, "decide", recording_decide)
     kube = AsyncKube(api, workers=4)
-    events = EventRecorder(kube, namespace)
+    events = EventRecorder(kube)
     cache = Cache()
     writer = WorkloadWriter(kube, events, on_written=cache.upsert_workload)
     reconciler = ExternalReconciler(kube, cache, writer, events, IntegrationSet([]))

@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from multikueue.api.constants import ACTIVE, API_VERSION, ConditionStatus
 from multikueue.api.meta import Condition, find_condition
-from multikueue.api.clusterqueue import ClusterQueue, ClusterQueueStatus
+from multikueue.api.clusterqueue import ClusterQueue, ClusterQueueSpec, ClusterQueueStatus
 from multikueue.api.localqueue import LocalQueueStatus
 from multikueue.api.quantity import parse_quantity
 from multikueue.core.cache import Cache, ClusterQueueStatusView, QueueStatusView
@@ -179,7 +179,7 @@ class QueueStatusWriter:
         self._gauges_epoch = metrics.queue_gauges_epoch()
         #: Per ClusterQueue, the object's uid, the spec last checked for settings not acted on, and what was
         #: found (see :meth:`_report_unimplemented`): a spec is checked once, a finding reported once per uid.
-        self._checked: dict[str, tuple[str, object, tuple[str, ...]]] = {}
+        self._checked: dict[str, tuple[str, ClusterQueueSpec, tuple[str, ...]]] = {}
 
     async def sync(self) -> None:
         """Write the queues whose status changed, at most :attr:`writes_per_sync` of them, longest unwritten first.

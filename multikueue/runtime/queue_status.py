@@ -252,12 +252,13 @@ class QueueStatusWriter:
         """Name the settings of the ClusterQueue that the controller does not act on: a log line and a Warning
         Event, when its spec first says so and whenever what it says changes (not at every status change)."""
         uid = cq.metadata.uid or ""
-        checked = self._checked.get(name)
-        if checked is not None and checked[0] == uid and checked[1] is cq.spec:
+        seen_uid, seen_spec, seen_notes = self._checked.get(name, (None, None, None))
+        same_object = seen_uid == uid
+        if same_object and seen_spec is cq.spec:
             return
         notes = unimplemented_settings(cq.spec)
         self._checked[name] = (uid, cq.spec, notes)
-        if not notes or (checked is not None and checked[0] == uid and checked[2] == notes):
+        if not notes or (same_object and seen_notes == notes):
             return
         message = unimplemented_message(notes)
         log.warning("ClusterQueue settings not acted on", cluster_queue=name, settings=list(notes))
@@ -280,8 +281,9 @@ class QueueStatusWriter:
         for memory in memories:
             for key in memory.keys() - present:
                 del memory[key]
+        cq_present = set(cq_names)
         for per_name in (self._gauged, self._checked):
-            for name in per_name.keys() - set(cq_names):
+            for name in per_name.keys() - cq_present:
                 del per_name[name]
 
     def _consider(
